@@ -51,9 +51,10 @@ from typing import Any
 
 import numpy as np
 
-from raysfl.algorithms.actions import CLIENT, SERVER, Action, Call, Event, Log, Report, Schedule, Slot, Stop
+from raysfl.algorithms.actions import CLIENT, SERVER, Action, Call, Event, Log, Schedule, Slot
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.batching import batch_size_at
+from raysfl.algorithms.common.schedule import after_update, evaluate, start_log
 
 
 @dataclass(frozen=True)
@@ -212,15 +213,7 @@ class FLPolicy:
         self.starts[k] += 1
         base, out = Slot(("w0", k)), Slot(("model", k))
         lr = self._job_lr(k)
-        log = Log(
-            {
-                "t": t,
-                "kind": "start",
-                "client": k,
-                "bytes_down": self.costs.model_bytes,
-                "version": self.version,
-            }
-        )
+        log = start_log(t, k, self.costs.model_bytes, self.version)
         send = Call(SERVER, "send_model", (k,), out=base)
         if self.deferred:  # trained when due (``_on_model``), so an urgent request can still cut it short
             job.lr, job.ends, job.token = lr, tuple(accumulate(times, initial=t + down))[1:], self.serial
@@ -243,14 +236,10 @@ class FLPolicy:
         self.finished = []
         return sorted(int(c) for c in chosen)
 
-    def _evaluate(self, t: float) -> list[Action]:
-        slot = Slot(("eval", self.version))
-        return [Call(SERVER, "evaluate", out=slot), Report(slot, {"iteration": self.version, "t": t})]
-
     # --- the policy protocol -------------------------------------------------------------------------------
     def start(self) -> list[Action]:
         """Evaluate the initial model and start C jobs on clients drawn uniformly without replacement."""
-        actions = self._evaluate(0.0)
+        actions = evaluate(self.version, 0.0)
         for k in self._draw(self.concurrency):
             actions += self._start_job(k, 0.0)
         return actions
@@ -310,12 +299,10 @@ class FLPolicy:
         if update:
             self.in_buffer = 0
             self.version += 1
-            last = self.version >= self.train.global_iterations
-            out_of_time = 0 < self.train.max_emulated_s <= t
-            if last or out_of_time or self.version % self.train.eval_every == 0:
-                actions += self._evaluate(t)
-            if last or out_of_time:
-                return [*actions, Stop("budget reached")]
+            more, stop = after_update(self.version, t, self.train)
+            actions += more
+            if stop:
+                return actions
         if (update or not self.synchronous) and self.refill_at != t:
             self.refill_at = t
             actions.append(Schedule(t, "refill"))

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from raysfl.algorithms.actions import CLIENT, SERVER, Action, Call, Event, Log, Report, Schedule, Slot, Stop
+from raysfl.algorithms.actions import CLIENT, SERVER, Action, Call, Event, Log, Schedule, Slot, Stop
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.fsl_accounting import LABEL_BYTES, tensor_bytes
 from raysfl.algorithms.common.fsl_round import (
@@ -44,6 +44,7 @@ from raysfl.algorithms.common.fsl_round import (
     segments,
     upload_batches,
 )
+from raysfl.algorithms.common.schedule import evaluate, out_of_time
 
 
 @dataclass(frozen=True)
@@ -133,11 +134,7 @@ class FSLPolicy:
     # --- the policy protocol ---------------------------------------------------------------------------
     def start(self) -> list[Action]:
         """Evaluate the initial model; start round 1."""
-        return [
-            Call(SERVER, "evaluate", out=Slot(("eval", 0))),
-            Report(Slot(("eval", 0)), {"iteration": 0, "t": 0.0}),
-            *self._start_round(0.0),
-        ]
+        return [*evaluate(0, 0.0), *self._start_round(0.0)]
 
     def on_event(self, ev: Event) -> list[Action]:
         """``chunk`` (next client call), ``smashed`` (an upload arrives), ``model`` (a model arrives)."""
@@ -380,15 +377,11 @@ class FSLPolicy:
             raise RuntimeError("invariant broken: a round ended with uploads the server has not consumed")
         self.round += 1
         last = self.round >= self.train.global_iterations
-        out_of_time = 0 < self.train.max_emulated_s <= t
-        if last or out_of_time or self.round % self.train.eval_every == 0:
-            slot = Slot(("eval", self.round))
-            t_eval = max(t, self.server_free_at)  # the evaluated x_s has taken every upload of the round
-            actions += [
-                Call(SERVER, "evaluate", out=slot),
-                Report(slot, {"iteration": self.round, "t": t_eval}),
-            ]
-        if last or out_of_time:
+        late = out_of_time(t, self.train)
+        if last or late or self.round % self.train.eval_every == 0:
+            # reported at the end of the server's queue: the evaluated x_s has taken every upload of the round
+            actions += evaluate(self.round, max(t, self.server_free_at))
+        if last or late:
             return [*actions, Stop("budget reached" if last else "emulated time limit reached")]
         return actions + self._start_round(t)
 

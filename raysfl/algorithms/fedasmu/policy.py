@@ -33,10 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from raysfl.algorithms.actions import CLIENT, SERVER, Action, Call, Event, Log, Report, Schedule, Slot, Stop
+from raysfl.algorithms.actions import CLIENT, SERVER, Action, Call, Event, Log, Schedule, Slot
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.batching import batch_size_at
 from raysfl.algorithms.common.fl_policy import FLCosts
+from raysfl.algorithms.common.schedule import after_update, evaluate, start_log
 
 
 @dataclass
@@ -129,15 +130,7 @@ class MUPolicy:
             "model_bytes": self.costs.model_bytes,
         }
         base = Slot(("w0", k))
-        log = Log(
-            {
-                "t": t,
-                "kind": "start",
-                "client": k,
-                "bytes_down": self.costs.model_bytes,
-                "version": self.version,
-            }
-        )
+        log = start_log(t, k, self.costs.model_bytes, self.version)
         actions: list[Action] = [Call(SERVER, "send_job", (k, self.round), out=base)]
         if self.p.request_slot == "rl":
             # l* comes from the device's own rewards: read it before timing the request (and the rest).
@@ -261,25 +254,19 @@ class MUPolicy:
         if not discard:
             self.version += 1
             row["server_update"] = 1
-        out_of_time = 0 < self.train.max_emulated_s <= t
         if self.synchronous:
             self.idle.add(k)
             self.round_left.discard(k)
             if self.round_left:
                 return actions
-            last = self.round >= self.train.global_iterations
-            if last or out_of_time or self.round % self.train.eval_every == 0:
-                actions += self._evaluate(t, self.round)
-            if last or out_of_time:
-                return [*actions, Stop("budget reached")]
+            more, stop = after_update(self.round, t, self.train)
+            actions += more
+            if stop:
+                return actions
             return actions + self._start_round(t)
         self.idle.add(k)
         if not discard:
-            last = self.version >= self.train.global_iterations
-            if last or out_of_time or self.version % self.train.eval_every == 0:
-                actions += self._evaluate(t, self.version)
-            if last or out_of_time:
-                return [*actions, Stop("budget reached")]
+            actions += after_update(self.version, t, self.train)[0]
         return actions
 
     def _on_trigger(self, ev: Event) -> list[Action]:
@@ -306,10 +293,6 @@ class MUPolicy:
             actions += self._start_job(k, t)
         return actions
 
-    def _evaluate(self, t: float, iteration: int) -> list[Action]:
-        slot = Slot(("eval", iteration))
-        return [Call(SERVER, "evaluate", out=slot), Report(slot, {"iteration": iteration, "t": t})]
-
     def global_iteration(self) -> int:
         """Global iterations so far: completed rounds (FedSSMU) or aggregations (FedASMU); for checkpoints."""
         if self.synchronous:
@@ -319,7 +302,7 @@ class MUPolicy:
     # --- the policy protocol ---------------------------------------------------------------------
     def start(self) -> list[Action]:
         """Evaluate w_0; FedASMU triggers at t = 0, FedSSMU starts round 1."""
-        actions = self._evaluate(0.0, 0)
+        actions = evaluate(0, 0.0)
         if self.synchronous:
             return actions + self._start_round(0.0)
         return [*actions, Schedule(0.0, "trigger")]

@@ -20,10 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from raysfl.algorithms.actions import CLIENT, SERVER, Action, Call, Event, Log, Report, Schedule, Slot, Stop
+from raysfl.algorithms.actions import CLIENT, SERVER, Action, Call, Event, Log, Schedule, Slot
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.batching import batch_size_at
 from raysfl.algorithms.common.costs import SplitCosts
+from raysfl.algorithms.common.schedule import after_update, evaluate, start_log
 
 GLOBAL = Slot(("global_client",))
 
@@ -91,15 +92,7 @@ class GASPolicy:
         return [
             Call(CLIENT, "start", (GLOBAL,), client=k, out=Slot(("acts", k)), pace_s=t_act - t),
             Schedule(t_act, "act", k, {"b": b, "awaits": ("acts", k)}),
-            Log(
-                {
-                    "t": t,
-                    "kind": "start",
-                    "client": k,
-                    "bytes_down": self.costs.client_model_bytes,
-                    "version": self.version,
-                }
-            ),
+            start_log(t, k, self.costs.client_model_bytes, self.version),
         ]
 
     # --- the policy protocol ---------------------------------------------------------------------------
@@ -107,8 +100,7 @@ class GASPolicy:
         """Evaluate the initial model and start C clients drawn uniformly without replacement."""
         actions: list[Action] = [
             Call(SERVER, "client_weights", out=GLOBAL),
-            Call(SERVER, "evaluate", out=Slot(("eval", 0))),
-            Report(Slot(("eval", 0)), {"iteration": 0, "t": 0.0}),
+            *evaluate(0, 0.0),
         ]
         chosen = self.rng.choice(self.idle, size=self.fed.active_clients, replace=False)
         for k in sorted(int(c) for c in chosen):
@@ -224,16 +216,10 @@ class GASPolicy:
         if self.models_in_buffer == self.p.q_c:
             self.models_in_buffer = 0
             self.version += 1
-            last = self.version >= self.train.global_iterations
-            out_of_time = 0 < self.train.max_emulated_s <= t
-            if last or out_of_time or self.version % self.train.eval_every == 0:
-                slot = Slot(("eval", self.version))
-                actions += [
-                    Call(SERVER, "evaluate", out=slot),
-                    Report(slot, {"iteration": self.version, "t": t}),
-                ]
-            if last or out_of_time:
-                return [*actions, Stop("budget reached")]
+            more, stop = after_update(self.version, t, self.train)
+            actions += more
+            if stop:
+                return actions
         j = int(self.rng.choice(self.idle))
         self.idle.remove(j)
         self.idle.append(k)

@@ -26,10 +26,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from raysfl.algorithms.actions import CLIENT, SERVER, Action, Call, Event, Log, Report, Schedule, Slot, Stop
+from raysfl.algorithms.actions import CLIENT, SERVER, Action, Call, Event, Log, Schedule, Slot, Stop
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.batching import batch_size_at
 from raysfl.algorithms.common.fsl_accounting import tensor_bytes
+from raysfl.algorithms.common.schedule import evaluate, out_of_time
 from raysfl.algorithms.lightweight_fedsl.accounting import VALUE_BYTES, client_round_bytes
 from raysfl.algorithms.lightweight_fedsl.dropout import kept_count
 from raysfl.algorithms.lightweight_fedsl.latency import RoundLatency, pruned_flops, round_latency
@@ -148,11 +149,7 @@ class FedSLPolicy:
     def start(self) -> list[Action]:
         """Evaluate the initial model; start round 1."""
         return [
-            Call(SERVER, "evaluate", out=Slot(("eval", 0))),
-            Report(
-                Slot(("eval", 0)),
-                {"iteration": 0, "t": 0.0, "epoch": 0.0, "sparsity_target": 0.0, **self.latency.report()},
-            ),
+            *evaluate(0, 0.0, {"epoch": 0.0, "sparsity_target": 0.0, **self.latency.report()}),
             *self._start_round(0.0, self._draw()),
         ]
 
@@ -283,8 +280,7 @@ class FedSLPolicy:
     def _on_end(self, t: float) -> list[Action]:
         t_idx = self.round + 1
         last = t_idx >= self.total_rounds
-        out_of_time = 0 < self.train.max_emulated_s <= t
-        if t_idx % self.p.agg_interval == 0 or last or out_of_time:
+        if t_idx % self.p.agg_interval == 0 or last or out_of_time(t, self.train):
             actions: list[Action] = []
             for m in self.members.values():
                 m.model_up_s = self.time.upload_s(m.client, self.costs.model_bytes)
@@ -352,19 +348,16 @@ class FedSLPolicy:
         self._finish_round([x.model_up_s for x in self.members.values()], down)
         t_next = t + max(down)
         last = self.round >= self.total_rounds
-        out_of_time = 0 < self.train.max_emulated_s <= t_next
-        if last or out_of_time or self.round - self.last_eval >= self.train.eval_every:
+        late = out_of_time(t_next, self.train)
+        if last or late or self.round - self.last_eval >= self.train.eval_every:
             self.last_eval = self.round
-            slot = Slot(("eval", self.round))
             info = {
-                "iteration": self.round,
-                "t": t,
                 "epoch": self.samples / max(sum(len(ix) for ix in self.setup.client_indices), 1),
                 "sparsity_target": self._sparsity(self.round),
                 **self.latency.report(),
             }
-            actions += [Call(SERVER, "evaluate", out=slot), Report(slot, info)]
-        if last or out_of_time:
+            actions += evaluate(self.round, t, info)
+        if last or late:
             return [*actions, Stop("budget reached" if last else "emulated time limit reached")]
         return actions + self._start_round(t_next, nxt)
 

@@ -28,10 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from raysfl.algorithms.actions import CLIENT, SERVER, Action, Call, Event, Log, Report, Schedule, Slot, Stop
+from raysfl.algorithms.actions import CLIENT, SERVER, Action, Call, Event, Log, Schedule, Slot
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.batching import batch_size_at
 from raysfl.algorithms.common.costs import SplitCosts
+from raysfl.algorithms.common.schedule import after_update, evaluate, start_log
 
 
 def proportional_batch(size: int, round_total: int, batch_size: int, active: int) -> int:
@@ -148,11 +149,7 @@ class SyncSplitPolicy:
     # --- the policy protocol --------------------------------------------------------------------------
     def start(self) -> list[Action]:
         """Evaluate the initial model and start the first round."""
-        actions: list[Action] = [
-            Call(SERVER, "evaluate", out=Slot(("eval", 0))),
-            Report(Slot(("eval", 0)), {"iteration": 0, "t": 0.0, **self.report_info()}),
-        ]
-        return actions + self._start_round(0.0)
+        return evaluate(0, 0.0, self.report_info()) + self._start_round(0.0)
 
     def on_event(self, ev: Event) -> list[Action]:
         """Dispatch an ``act`` or ``model`` event."""
@@ -194,15 +191,7 @@ class SyncSplitPolicy:
                     pace_s=m.due - t,
                 ),
                 Schedule(m.due, "act", k, {"b": m.b, "e": 1, "awaits": ("acts", k)}),
-                Log(
-                    {
-                        "t": t,
-                        "kind": "start",
-                        "client": k,
-                        "bytes_down": self._model_bytes(m),
-                        "version": self.version,
-                    }
-                ),
+                start_log(t, k, self._model_bytes(m), self.version),
             ]
         return actions
 
@@ -322,16 +311,10 @@ class SyncSplitPolicy:
             )
         )
         self.version += 1
-        last = self.version >= self.train.global_iterations
-        out_of_time = 0 < self.train.max_emulated_s <= t
-        if last or out_of_time or self.version % self.train.eval_every == 0:
-            slot = Slot(("eval", self.version))
-            actions += [
-                Call(SERVER, "evaluate", out=slot),
-                Report(slot, {"iteration": self.version, "t": t, **self.report_info()}),
-            ]
-        if last or out_of_time:
-            return [*actions, Stop("budget reached")]
+        more, stop = after_update(self.version, t, self.train, self.report_info)
+        actions += more
+        if stop:
+            return actions
         return actions + self._start_round(t)
 
     # --- checkpoints --------------------------------------------------------------------------------------

@@ -1,0 +1,60 @@
+"""Action blocks the virtual-time policies share: evaluate now, end a global iteration, log a job's start.
+
+Plain functions of plain values; each returns its actions in the exact order the policies emit them, since
+the event order, the slot names, the report rows and the checkpoints depend on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from raysfl.algorithms.actions import SERVER, Action, Call, Log, Report, Slot, Stop
+
+if TYPE_CHECKING:
+    from raysfl.algorithms.config import TrainConfig
+
+
+def evaluate(iteration: int, t: float, info: Mapping[str, Any] | None = None) -> list[Action]:
+    """Evaluate the server's current model now, reported as global iteration ``iteration`` at time ``t``.
+
+    The result goes to the slot ``("eval", iteration)``; the report row holds ``iteration``, ``t`` and then
+    the method's own numbers ``info``.
+    """
+    slot = Slot(("eval", iteration))
+    row = {"iteration": iteration, "t": t, **(info or {})}
+    return [Call(SERVER, "evaluate", out=slot), Report(slot, row)]
+
+
+def out_of_time(t: float, train: TrainConfig) -> bool:
+    """Whether emulated time ``t`` has reached ``train.max_emulated_s`` (0: no limit)."""
+    return 0 < train.max_emulated_s <= t
+
+
+def after_update(
+    iteration: int,
+    t: float,
+    train: TrainConfig,
+    info: Callable[[], Mapping[str, Any]] | None = None,
+) -> tuple[list[Action], bool]:
+    """Global iteration ``iteration`` has just completed at ``t``: evaluate when due, stop at the budget.
+
+    Evaluates (:func:`evaluate`) after the last iteration (``train.global_iterations``), once out of
+    emulated time (:func:`out_of_time`) and every ``train.eval_every``-th iteration; in the first two cases
+    ``Stop("budget reached")`` follows. ``info`` gives the report's extra numbers and is called only when
+    the model is evaluated (it may reset a since-last-report window). Returns the actions and whether the
+    run stops (the actions then end with the ``Stop``).
+    """
+    last = iteration >= train.global_iterations
+    stop = last or out_of_time(t, train)
+    actions: list[Action] = []
+    if stop or iteration % train.eval_every == 0:
+        actions += evaluate(iteration, t, None if info is None else info())
+    if stop:
+        actions.append(Stop("budget reached"))
+    return actions, stop
+
+
+def start_log(t: float, client: int, bytes_down: int, version: int) -> Log:
+    """The event-log row of a job that starts at ``t``: the model download of ``client`` at ``version``."""
+    return Log({"t": t, "kind": "start", "client": client, "bytes_down": bytes_down, "version": version})
