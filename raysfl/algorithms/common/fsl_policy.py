@@ -44,7 +44,7 @@ from raysfl.algorithms.common.fsl_round import (
     segments,
     upload_batches,
 )
-from raysfl.algorithms.common.schedule import evaluate, out_of_time
+from raysfl.algorithms.common.schedule import evaluate, finish_job, out_of_time
 
 
 @dataclass(frozen=True)
@@ -341,10 +341,7 @@ class FSLPolicy:
                 Schedule(t_next, "smashed", k, {"j": j + 1, "awaits": ("up", k)}),
             ]
         t_model = t_back + tm.upload_s(k, c.model_bytes)
-        return actions + [
-            Call(CLIENT, "finish", (g,), client=k, out=Slot(("model", k)), pace_s=t_model - done),
-            Schedule(t_model, "model", k, {"awaits": ("model", k)}),
-        ]
+        return actions + finish_job(k, g, done, t_model)
 
     # --- aggregation --------------------------------------------------------------------------------
     def _on_model(self, ev: Event) -> list[Action]:

@@ -1,4 +1,4 @@
-"""Action blocks the virtual-time policies share: evaluate now, end a global iteration, log a job's start.
+"""Action blocks the virtual-time policies share: evaluate, end an iteration, log a start, end a split job.
 
 Plain functions of plain values; each returns its actions in the exact order the policies emit them, since
 the event order, the slot names, the report rows and the checkpoints depend on it.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from raysfl.algorithms.actions import SERVER, Action, Call, Log, Report, Slot, Stop
+from raysfl.algorithms.actions import CLIENT, SERVER, Action, Call, Log, Report, Schedule, Slot, Stop
 
 if TYPE_CHECKING:
     from raysfl.algorithms.config import TrainConfig
@@ -58,3 +58,16 @@ def after_update(
 def start_log(t: float, client: int, bytes_down: int, version: int) -> Log:
     """The event-log row of a job that starts at ``t``: the model download of ``client`` at ``version``."""
     return Log({"t": t, "kind": "start", "client": client, "bytes_down": bytes_down, "version": version})
+
+
+def finish_job(client: int, grads: Slot, done: float, t_model: float) -> list[Action]:
+    """A split client's last step: apply the server's gradients ``grads`` and upload its client-side model.
+
+    The call starts when the server's step is ``done`` and is paced to end when the model arrives at
+    ``t_model``; the ``model`` event then waits for the slot ``("model", client)``.
+    """
+    out = Slot(("model", client))
+    return [
+        Call(CLIENT, "finish", (grads,), client=client, out=out, pace_s=t_model - done),
+        Schedule(t_model, "model", client, {"awaits": ("model", client)}),
+    ]

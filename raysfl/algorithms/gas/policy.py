@@ -24,7 +24,7 @@ from raysfl.algorithms.actions import CLIENT, SERVER, Action, Call, Event, Log, 
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.batching import batch_size_at
 from raysfl.algorithms.common.costs import SplitCosts
-from raysfl.algorithms.common.schedule import after_update, evaluate, start_log
+from raysfl.algorithms.common.schedule import after_update, evaluate, finish_job, start_log
 
 GLOBAL = Slot(("global_client",))
 
@@ -177,17 +177,7 @@ class GASPolicy:
             ]
         else:
             t_model = t_back + self.time.upload_s(k, c.client_model_bytes)
-            actions += [
-                Call(
-                    CLIENT,
-                    "finish",
-                    (Slot(("grads", k)),),
-                    client=k,
-                    out=Slot(("model", k)),
-                    pace_s=t_model - done,
-                ),
-                Schedule(t_model, "model", k, {"awaits": ("model", k)}),
-            ]
+            actions += finish_job(k, Slot(("grads", k)), done, t_model)
         return actions
 
     def _on_model(self, ev: Event) -> list[Action]:

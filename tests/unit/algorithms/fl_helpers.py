@@ -1,5 +1,6 @@
-"""Shared pieces of the FL baseline tests: a 2-parameter model server and a tiny engine run."""
+"""Shared pieces of the algorithm tests: a 2-parameter model server, a tiny engine run, a resume check."""
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -50,3 +51,22 @@ def run_scenario(base, tmp_path, overrides=(), name="run"):
     events = pq.read_table(path).to_pylist() if path.exists() else []
     metrics = pq.read_table(tmp_path / name / "metrics.parquet").to_pylist()
     return summary, events, metrics
+
+
+def resumes_identically(doc, tmp_path):
+    """Run ``doc`` with checkpoints every 2 iterations; crash after the first; resume; compare the outputs."""
+    doc = {**doc, "engine": {"checkpoint_every": 2, "keep_checkpoints": 10}}
+    sc = scenario_from_dict(doc)
+    full = runner.run(sc, tmp_path / "full", backend="local")
+    crashed = tmp_path / "crashed"
+    shutil.copytree(tmp_path / "full", crashed)
+    for ck in sorted((crashed / "checkpoints").glob("ckpt-*.pt"))[1:]:
+        ck.unlink()
+    (crashed / "summary.json").unlink()
+    resumed = runner.run(sc, crashed, backend="local", resume=True)
+    assert resumed["resumed_from"] == "ckpt-000002.pt"
+    for table in ("metrics.parquet", "events.parquet"):
+        again, ref = pq.read_table(crashed / table), pq.read_table(tmp_path / "full" / table)
+        drop = [c for c in ("wall_s",) if c in ref.column_names]
+        assert again.drop(drop) == ref.drop(drop)
+    assert resumed["final_accuracy"] == full["final_accuracy"] and resumed["events"] == full["events"]

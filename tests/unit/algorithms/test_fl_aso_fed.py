@@ -2,11 +2,9 @@
 dynamic local step size and the first-layer feature re-weighting."""
 
 import math
-import shutil
 
 import fl_helpers
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 import torch
 from fl_helpers import KEY, wt
@@ -16,7 +14,6 @@ from raysfl.algorithms import ALGORITHMS
 from raysfl.algorithms.actions import Call, Event, Slot
 from raysfl.algorithms.aso_fed import corrected_update, feature_attention, step_factor
 from raysfl.algorithms.base import RunSetup
-from raysfl.engine import runner
 
 
 def test_corrected_update_by_hand():
@@ -221,25 +218,6 @@ def test_options_change_training_but_not_the_schedule(tmp_path, option, system):
     assert [m["loss"] for m in got][1:] != [m["loss"] for m in ref][1:]
 
 
-def resumes_identically(doc, tmp_path):
-    """Run ``doc`` with checkpoints every 2 iterations; crash after the first; resume; compare the outputs."""
-    doc = {**doc, "engine": {"checkpoint_every": 2, "keep_checkpoints": 10}}
-    sc = fl_helpers.scenario_from_dict(doc)
-    full = runner.run(sc, tmp_path / "full", backend="local")
-    crashed = tmp_path / "crashed"
-    shutil.copytree(tmp_path / "full", crashed)
-    for ck in sorted((crashed / "checkpoints").glob("ckpt-*.pt"))[1:]:
-        ck.unlink()
-    (crashed / "summary.json").unlink()
-    resumed = runner.run(sc, crashed, backend="local", resume=True)
-    assert resumed["resumed_from"] == "ckpt-000002.pt"
-    for table in ("metrics.parquet", "events.parquet"):
-        again, ref = pq.read_table(crashed / table), pq.read_table(tmp_path / "full" / table)
-        drop = [c for c in ("wall_s",) if c in ref.column_names]
-        assert again.drop(drop) == ref.drop(drop)
-    assert resumed["final_accuracy"] == full["final_accuracy"] and resumed["events"] == full["events"]
-
-
 @pytest.mark.parametrize(
     ("params", "system"),
     [({"dynamic_step": "updates", "feature_attention": "softmax"}, []), ({"dynamic_step": "seconds"}, SLOW)],
@@ -250,4 +228,4 @@ def test_resume_keeps_the_time_cost_history(tmp_path, params, system):
         doc["system"] = {"compute": {"kind": "fixed", "flops_per_s": 1e7}}
     doc["train"] = {**ENGINE["train"], "global_iterations": 8, "eval_every": 2}
     doc["algorithm"] = {"name": "aso_fed", "params": params}
-    resumes_identically(doc, tmp_path)
+    fl_helpers.resumes_identically(doc, tmp_path)

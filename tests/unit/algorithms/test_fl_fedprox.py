@@ -1,11 +1,9 @@
 """FedProx (no Ray): the proximal local steps by hand, FedAvg's round average, the spec wiring, stragglers."""
 
 import math
-import shutil
 
 import fl_helpers
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 import torch
 from fl_helpers import KEY, wt
@@ -16,7 +14,6 @@ from raysfl.algorithms.actions import Call, Event, Log
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.fl_client import FLClient
 from raysfl.algorithms.config import TrainConfig
-from raysfl.engine import runner
 
 
 def one_sample_client(mu: float, steps: int = 2) -> tuple[FLClient, object]:
@@ -238,25 +235,6 @@ def test_engine_run_with_stragglers(tmp_path):
     assert [e["e"] for e in events if e["kind"] == "model"] == [4, 4, 4] and got[-1]["updates"] == 3
 
 
-def resumes_identically(doc, tmp_path):
-    """Run ``doc`` with checkpoints every 2 iterations; crash after the first; resume; compare the outputs."""
-    doc = {**doc, "engine": {"checkpoint_every": 2, "keep_checkpoints": 10}}
-    sc = fl_helpers.scenario_from_dict(doc)
-    full = runner.run(sc, tmp_path / "full", backend="local")
-    crashed = tmp_path / "crashed"
-    shutil.copytree(tmp_path / "full", crashed)
-    for ck in sorted((crashed / "checkpoints").glob("ckpt-*.pt"))[1:]:
-        ck.unlink()
-    (crashed / "summary.json").unlink()
-    resumed = runner.run(sc, crashed, backend="local", resume=True)
-    assert resumed["resumed_from"] == "ckpt-000002.pt"
-    for table in ("metrics.parquet", "events.parquet"):
-        again, ref = pq.read_table(crashed / table), pq.read_table(tmp_path / "full" / table)
-        drop = [c for c in ("wall_s",) if c in ref.column_names]
-        assert again.drop(drop) == ref.drop(drop)
-    assert resumed["final_accuracy"] == full["final_accuracy"] and resumed["events"] == full["events"]
-
-
 @pytest.mark.parametrize("drop", [False, True])
 def test_resume_with_stragglers(tmp_path, drop):
     doc = {
@@ -265,4 +243,4 @@ def test_resume_with_stragglers(tmp_path, drop):
         "algorithm": {"name": "fedprox", "params": {"straggler_fraction": 0.67, "drop_stragglers": drop}},
         "metrics": {**TINY["metrics"], "events": True},
     }
-    resumes_identically(doc, tmp_path)
+    fl_helpers.resumes_identically(doc, tmp_path)

@@ -3,7 +3,7 @@
 import copy
 from pathlib import Path
 
-import pyarrow.parquet as pq
+import fl_helpers
 import pytest
 import torch
 import torch.nn.functional as F
@@ -32,21 +32,11 @@ BASE = {
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """The in-process server maths on one thread: faster on a shared 2-core machine, same code paths."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def run(tmp_path, base=BASE, overrides=(), name="run"):
-    sc = scenario_from_dict(base, overrides)
-    summary = runner.run(sc, tmp_path / name, backend="local")
-    events = pq.read_table(tmp_path / name / "events.parquet").to_pylist()
-    metrics = pq.read_table(tmp_path / name / "metrics.parquet").to_pylist()
-    return summary, events, metrics
+    return fl_helpers.run_scenario(base, tmp_path, overrides, name)
 
 
 # --- the server step -----
