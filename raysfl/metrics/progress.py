@@ -18,7 +18,11 @@ def format_duration(seconds: float) -> str:
 
 
 class ProgressLine:
-    """Prints one line per evaluation (and at most every ``every_s`` wall seconds otherwise)."""
+    """Prints one line per evaluation (and at most every ``every_s`` wall seconds otherwise).
+
+    The emulated time shown is the latest reached so far: an evaluation row carries its iteration's time,
+    which can precede events already processed, and the line must not run backwards.
+    """
 
     def __init__(self, total_iterations: int, every_s: float = 5.0, stream: TextIO | None = None) -> None:
         self.total = total_iterations
@@ -34,7 +38,7 @@ class ProgressLine:
     def on_event(self, row: dict[str, Any]) -> None:
         """Count events; print when the line is due."""
         self._events += 1
-        self._t = float(row.get("t", self._t))
+        self._t = max(self._t, float(row.get("t", self._t)))
         self._iteration = max(self._iteration, int(row.get("version", 0) or 0))
         now = time.monotonic()
         if now - self._last_print >= self.every_s:
@@ -44,7 +48,7 @@ class ProgressLine:
         """Record the accuracy and print."""
         self._acc = float(row["accuracy"]) if "accuracy" in row else self._acc
         self._iteration = int(row["iteration"])
-        self._t = float(row["t"])
+        self._t = max(self._t, float(row["t"]))
         self._print(time.monotonic())
 
     def _print(self, now: float) -> None:

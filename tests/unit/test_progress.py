@@ -1,0 +1,26 @@
+"""The progress line: durations, emulated time that never runs backwards, ETA from the iteration count."""
+
+import io
+
+from raysfl.metrics.progress import ProgressLine, format_duration
+
+
+def test_format_duration():
+    assert format_duration(5.2) == "5s"
+    assert format_duration(65) == "1m05s"
+    assert format_duration(3725) == "1h02m05s"
+    assert format_duration(-3) == "0s"
+
+
+def test_emulated_time_never_runs_backwards_and_eta_follows_the_iterations():
+    out = io.StringIO()
+    line = ProgressLine(total_iterations=3, every_s=0.0, stream=out)
+    line.on_event({"t": 123.0, "version": 1})
+    line.on_eval({"iteration": 2, "t": 120.0, "accuracy": 0.361})
+    first, second = out.getvalue().splitlines()
+    assert first.startswith("iter 1/3 | emulated 2m03s | acc - |")
+    assert second.startswith("iter 2/3 | emulated 2m03s | acc 0.3610 |")
+    assert "ETA ?" not in second
+    line.on_eval({"iteration": 3, "t": 170.0, "accuracy": 0.52})
+    assert out.getvalue().splitlines()[-1].startswith("iter 3/3 | emulated 2m50s | acc 0.5200 |")
+    assert out.getvalue().splitlines()[-1].endswith("ETA 0s")
