@@ -31,8 +31,13 @@ class UsageError(RuntimeError):
     """A problem with the user's input that the user can fix; printed without a traceback."""
 
 
-def _scenario_files() -> list[Path]:
-    return sorted(SCENARIO_ROOT.rglob("*.toml")) if SCENARIO_ROOT.is_dir() else []
+SWEEP_SUFFIX = ".sweep.toml"  # sweep files (raysfl sweep) live beside scenarios but are not scenarios
+
+
+def _scenario_files(sweeps: bool = False) -> list[Path]:
+    """Shipped scenario files (or, with ``sweeps``, the shipped sweep files)."""
+    found = sorted(SCENARIO_ROOT.rglob("*.toml")) if SCENARIO_ROOT.is_dir() else []
+    return [p for p in found if p.name.endswith(SWEEP_SUFFIX) == sweeps]
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -49,6 +54,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     if what in ("all", "scenarios"):
         print("scenarios:")
         for path in _scenario_files():
+            print(f"  {path.relative_to(SCENARIO_ROOT.parent)}")
+        print("sweeps (raysfl sweep FILE):")
+        for path in _scenario_files(sweeps=True):
             print(f"  {path.relative_to(SCENARIO_ROOT.parent)}")
     if what in ("all", "datasets"):
         print("datasets:")
@@ -168,7 +176,7 @@ def expand_scenarios(items: Sequence[str]) -> list[Path]:
         if not path.exists() and (SCENARIO_ROOT / item).exists():
             path = SCENARIO_ROOT / item
         if path.is_dir():
-            found += sorted(path.rglob("*.toml"))
+            found += sorted(p for p in path.rglob("*.toml") if not p.name.endswith(SWEEP_SUFFIX))
         elif path.is_file():
             found.append(path)
         elif any(ch in item for ch in "*?["):
@@ -267,6 +275,71 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """Run a sweep file's trials through Ray Tune (``--dry-run``: list them with their resources)."""
+    import os
+    from datetime import datetime
+
+    from raysfl.engine.cluster import ensure_ray
+    from raysfl.sweep.execute import dry_run_text, local_resources, print_outcome, run_sweep
+    from raysfl.sweep.spec import load_sweep
+
+    path = Path(args.sweep)
+    if not path.is_file() and (SCENARIO_ROOT / args.sweep).is_file():
+        path = SCENARIO_ROOT / args.sweep
+    if not path.is_file():
+        raise UsageError(f"sweep file {args.sweep} not found")
+    sweep = load_sweep(path)
+    if args.max_concurrent is not None and args.max_concurrent < 1:
+        raise UsageError(f"--max-concurrent: {args.max_concurrent} must be >= 1")
+    if args.resume and not args.out:
+        raise UsageError("--resume: name the sweep's output directory with --out")
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = Path(args.out) if args.out else Path("runs") / f"{sweep.name}-sweep-{stamp}"
+    address = args.address or os.environ.get("RAY_ADDRESS") or None
+    if args.dry_run:
+        if address:
+            import ray
+
+            ensure_ray(address)
+            cluster = {k: float(v) for k, v in ray.cluster_resources().items()}
+        else:
+            cluster = local_resources()
+        print(dry_run_text(sweep, cluster, out, args.max_concurrent))
+        return 0
+    result = run_sweep(
+        sweep,
+        out,
+        address=address,
+        max_concurrent=args.max_concurrent,
+        resume=args.resume,
+        data_dir=args.data_dir,
+    )
+    return print_outcome(result, args.sweep)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Group finished runs by everything but the seed; write report.md (mean ± std) and PNG figures."""
+    from raysfl.report.markdown import write_report
+
+    if args.target is not None and not 0.0 < args.target <= 1.0:
+        raise UsageError(f"--target: {args.target} must be an accuracy in (0, 1], e.g. 0.6 for 60 %")
+    out = Path(args.out) if args.out else Path(args.runs[0]) / "report"
+    command = "raysfl report " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["report"] else ""
+    try:
+        report = write_report(args.runs, out, target=args.target, x=args.x, command=command)
+    except (FileNotFoundError, ValueError) as err:
+        raise UsageError(f"report: {err}") from None
+    for path, reason in report.skipped:
+        print(f"report: skipped {path}: {reason}", file=sys.stderr)
+    n_runs = sum(len(g.runs) for g in report.groups)
+    print(
+        f"report: {n_runs} runs in {len(report.groups)} groups; wrote {report.path} and "
+        f"{len(report.figures)} figures"
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``raysfl`` command."""
     parser = argparse.ArgumentParser(
@@ -329,6 +402,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_run)
 
+    p = sub.add_parser("sweep", help="run a sweep file (methods × settings × seeds) through Ray Tune")
+    p.add_argument("sweep", metavar="SWEEP.toml", help="sweep file: base scenario, [set], [grid], [link.*]")
+    p.add_argument("--out", help="output directory (default runs/<sweep>-sweep-<timestamp>)")
+    p.add_argument(
+        "--address", help="join this Ray cluster ('auto' or host:port; default $RAY_ADDRESS or local)"
+    )
+    p.add_argument("--max-concurrent", type=int, help="at most this many trials at once (default: what fits)")
+    p.add_argument("--resume", action="store_true", help="continue the sweep in --out where it stopped")
+    p.add_argument("--dry-run", action="store_true", help="list the trials and their resources; run nothing")
+    p.add_argument("--data-dir", help="look for the dataset here first")
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("report", help="mean ± std over seeds of finished runs, with figures (report.md)")
+    p.add_argument("runs", nargs="+", metavar="DIR", help="run directories, sweep outputs, or folders")
+    p.add_argument("--out", help="report directory (default: DIR/report for the first DIR)")
+    p.add_argument("--target", type=float, help="accuracy (0-1) for the time-to-target column")
+    p.add_argument(
+        "--x",
+        choices=("emulated", "iteration", "bytes", "wall"),
+        default="emulated",
+        help="x axis of the time-to-target column and the first figure (default emulated)",
+    )
+    p.set_defaults(func=cmd_report)
+
     p = sub.add_parser("compare", help="compare finished runs side by side (markdown table)")
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories, or folders that contain them")
     p.add_argument("--target", type=float, help="accuracy (0-1) for the emulated time-to-accuracy column")
@@ -349,8 +446,17 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from raysfl.engine.checkpoint import CheckpointError
     from raysfl.engine.cluster import ClusterUnreachableError
     from raysfl.engine.runner import RunFailedError
+    from raysfl.sweep.execute import SweepStateError
 
-    return (UsageError, DataError, PartitionError, ClusterUnreachableError, CheckpointError, RunFailedError)
+    return (
+        UsageError,
+        DataError,
+        PartitionError,
+        ClusterUnreachableError,
+        CheckpointError,
+        RunFailedError,
+        SweepStateError,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -70,6 +70,43 @@ def pool_of_client(num_clients: int, num_pools: int) -> Any:
     return lambda client: client // block
 
 
+def actor_options(n_pools: int, server_device: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Ray options of the server and of each pool.
+
+    Inside a placement group (a sweep trial, :mod:`raysfl.sweep.resources`: bundle 0 the driver, 1 the
+    server, 2.. the pools) each actor goes into its own bundle and asks for exactly that bundle's
+    resources. Otherwise the actors share the cluster's CPUs (at most one each), pools are spread over the
+    nodes, and the server takes a GPU when the cluster has one and ``server_device`` allows it.
+    """
+    from ray.util.placement_group import get_current_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    pg = get_current_placement_group()
+    if pg is not None:
+        bundles = pg.bundle_specs
+        if len(bundles) != n_pools + 2:
+            raise RuntimeError(
+                f"the trial's placement group has {len(bundles)} bundles; this run needs {n_pools + 2} "
+                "(driver, server, one per pool)"
+            )
+
+        def in_bundle(i: int) -> dict[str, Any]:
+            strategy = PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i)
+            spec = bundles[i]
+            return {
+                "num_cpus": spec.get("CPU", 0.0),
+                "num_gpus": spec.get("GPU", 0.0),
+                "scheduling_strategy": strategy,
+            }
+
+        return in_bundle(1), [in_bundle(2 + i) for i in range(n_pools)]
+    resources = ray.cluster_resources()
+    cpu = min(1.0, float(resources.get("CPU", 1.0)) / (n_pools + 1))
+    use_gpu = server_device != "cpu" and resources.get("GPU", 0) >= 1
+    server = {"num_cpus": cpu, "num_gpus": 1 if use_gpu else 0}
+    return server, [{"num_cpus": cpu, "scheduling_strategy": "SPREAD"} for _ in range(n_pools)]
+
+
 def ray_dispatcher(prep: Any, address: str | None) -> RayDispatcher:
     """Start Ray if needed, put the data in the object store once, create the pools and the server."""
     from raysfl.actors.client_pool import ClientPool
@@ -80,20 +117,16 @@ def ray_dispatcher(prep: Any, address: str | None) -> RayDispatcher:
     eng = sc.engine
     k = sc.federation.num_clients
     n_pools = pool_count(k, eng.pools, eng.clients_per_pool)
-    resources = ray.cluster_resources()
-    cpu = min(1.0, float(resources.get("CPU", 1.0)) / (n_pools + 1))
-    use_gpu = eng.server_device != "cpu" and resources.get("GPU", 0) >= 1
+    server_opts, pool_opts = actor_options(n_pools, eng.server_device)
     ds = prep.dataset
     train_x, train_y = ray.put(ds.train_x), ray.put(ds.train_y)
     test_x, test_y = ray.put(ds.test_x), ray.put(ds.test_y)
-    server = Server.options(num_cpus=cpu, num_gpus=1 if use_gpu else 0).remote(
+    server = Server.options(**server_opts).remote(
         prep.setup, test_x, test_y, prep.transform, eng.server_device, eng.server_threads
     )
     pools = [
-        ClientPool.options(num_cpus=cpu, scheduling_strategy="SPREAD").remote(
-            prep.setup, train_x, train_y, prep.transform, eng.torch_threads
-        )
-        for _ in range(n_pools)
+        ClientPool.options(**opts).remote(prep.setup, train_x, train_y, prep.transform, eng.torch_threads)
+        for opts in pool_opts
     ]
     scale = eng.time_scale if eng.clock == "realtime" else None
     return RayDispatcher(pools, pool_of_client(k, n_pools), server, eng.max_inflight, scale)

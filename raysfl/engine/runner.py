@@ -14,6 +14,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -36,6 +37,7 @@ from raysfl.engine.clock import RealtimeClock, VirtualClock
 from raysfl.engine.dispatch import LocalDispatcher, WorkerLostError
 from raysfl.engine.hosts import ClientHost, ServerHost, build_model, pick_device
 from raysfl.engine.loop import Coordinator, Sink, Totals
+from raysfl.engine.provenance import source_commit
 from raysfl.engine.rng import stream
 from raysfl.metrics.parquet import EventLog, MetricsLog
 from raysfl.metrics.progress import ProgressLine
@@ -90,6 +92,7 @@ def write_config(prep: Prepared, out: Path, backend: str) -> None:
     ds = prep.dataset
     doc["run"] = {
         "raysfl_version": __version__,
+        "commit": source_commit(),
         "backend": backend,
         "dataset": ds.name,
         "dataset_source": ds.source,
@@ -178,8 +181,12 @@ def run(
     address: str | None = None,
     data_dir: str | None = None,
     resume: bool = False,
+    extra_sinks: Sequence[Sink] = (),
 ) -> dict[str, Any]:
     """Run ``sc`` and write its outputs; returns the summary. ``backend`` is ``"ray"`` or ``"local"``.
+
+    ``extra_sinks`` receive the event and evaluation rows besides the run's own logs (a sweep trial
+    reports each evaluation to Ray Tune this way); they are not closed by the run.
 
     ``resume``: continue ``out_dir`` from its newest checkpoint (:mod:`raysfl.engine.checkpoint`); the
     final metrics equal those of an uninterrupted run. A worker that dies mid-run (a killed pool process,
@@ -208,7 +215,9 @@ def run(
     wall0, restarts = time.monotonic(), 0
     while True:
         try:
-            attempt = _attempt(prep, out, backend, address, scenario_doc, ck, inject_fault=restarts == 0)
+            attempt = _attempt(
+                prep, out, backend, address, scenario_doc, ck, restarts == 0, tuple(extra_sinks)
+            )
             break
         except WorkerLostError as err:
             restarts += 1
@@ -242,6 +251,7 @@ def _attempt(
     scenario_doc: dict[str, Any],
     ck: dict[str, Any] | None,
     inject_fault: bool,
+    extra_sinks: tuple[Sink, ...] = (),
 ) -> tuple[Totals, dict[str, Any], bool]:
     """One go at the run on fresh workers, from ``ck`` (or the start); returns (totals, placement, ^C).
 
@@ -261,7 +271,7 @@ def _attempt(
         policy = sc.algorithm_spec.make_policy(prep.setup, prep.time_model, prep.profile, rng)
         clock = RealtimeClock(sc.engine.time_scale) if sc.engine.clock == "realtime" else VirtualClock()
         sinks = _sinks(sc, out)
-        coordinator = Coordinator(policy, dispatcher, sinks, clock)
+        coordinator = Coordinator(policy, dispatcher, [*sinks, *extra_sinks], clock)
         externals = {"setup": prep.setup, "time_model": prep.time_model, "profile": prep.profile}
         eng = sc.engine
         checkpointer = Checkpointer(

@@ -8,7 +8,7 @@ from raysfl.config import ConfigError, build, dumps_toml, read_toml
 from raysfl.scenario import load_scenario, scenario_from_dict, scenario_to_dict
 
 ROOT = Path(__file__).resolve().parents[2]
-SCENARIOS = sorted((ROOT / "scenarios").rglob("*.toml"))
+SCENARIOS = sorted(p for p in (ROOT / "scenarios").rglob("*.toml") if not p.name.endswith(".sweep.toml"))
 
 
 def test_there_are_scenarios():

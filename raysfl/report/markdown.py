@@ -1,0 +1,208 @@
+"""``raysfl report``: a markdown table of grouped runs (mean ± std over seeds) and the figures it embeds.
+
+One row per group of runs that differ only in their seed (:mod:`raysfl.report.runs`):
+
+    n                 runs in the group (seeds)
+    final / best acc  mean ± sample std over the seeds, in %
+    paper acc         the scenario's ``[reference]`` accuracy (± std) — a paper value, never measured here
+    to target         the x (emulated s by default) of the first evaluation at or above ``--target``,
+                      mean ± std over the seeds that reach it, and how many of them did
+    MiB up / down     mean over seeds of the bytes sent up (clients → server) and down
+    wall s            mean ± std of the runs' wall-clock time
+
+and, per setting, PNG figures of accuracy against emulated time, global iteration and MiB transferred
+(and wall time when ``--x wall``), embedded in ``report.md``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from raysfl.report.figures import AXIS_TITLES, accuracy_figure, save
+from raysfl.report.runs import (
+    Group,
+    differing_fields,
+    find_runs,
+    first_reaching,
+    group_runs,
+    label,
+    mean_std,
+)
+
+REPORT_FILE = "report.md"
+UNITS = {"emulated": "emulated s", "iteration": "iterations", "bytes": "MiB", "wall": "wall s"}
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    """The numbers of one report row."""
+
+    n: int
+    final: tuple[float | None, float | None]
+    best: tuple[float | None, float | None]
+    to_target: tuple[float | None, float | None]
+    reached: int
+    mib_up: float
+    mib_down: float
+    wall: tuple[float | None, float | None]
+
+
+@dataclass(frozen=True)
+class Report:
+    """What ``report`` wrote: the markdown path, the figures, the groups and the skipped runs."""
+
+    path: Path
+    figures: list[Path]
+    groups: list[Group]
+    skipped: list[tuple[Path, str]]
+
+
+def group_stats(group: Group, target: float | None, x: str = "emulated") -> GroupStats:
+    """Mean ± std over the group's seeds (module docstring); ``target`` is an accuracy in [0, 1]."""
+    runs = group.runs
+    finals = [r.summary.get("final_accuracy") for r in runs]
+    bests = [r.summary.get("best_accuracy") for r in runs]
+    hits: list[float] = []
+    if target is not None:
+        for r in runs:
+            hit = first_reaching(*r.curve(x), target)
+            if hit is not None:
+                hits.append(hit)
+    n = len(runs)
+    return GroupStats(
+        n=n,
+        final=mean_std(finals),
+        best=mean_std(bests),
+        to_target=mean_std(hits),
+        reached=len(hits),
+        mib_up=sum(int(r.summary.get("bytes_up", 0)) for r in runs) / n / 2**20,
+        mib_down=sum(int(r.summary.get("bytes_down", 0)) for r in runs) / n / 2**20,
+        wall=mean_std([float(r.summary.get("wall_s", 0.0)) for r in runs]),
+    )
+
+
+def _pm(stat: tuple[float | None, float | None], scale: float = 1.0, digits: int = 2) -> str:
+    mean, std = stat
+    if mean is None:
+        return "-"
+    text = f"{scale * mean:.{digits}f}"
+    return text + (f" ± {scale * std:.{digits}f}" if std is not None else "")
+
+
+def _paper(group: Group) -> str:
+    ref = group.reference
+    if "accuracy" not in ref:
+        return "-"
+    text = f"{float(ref['accuracy']):.2f}" + (f" ± {float(ref['std']):.2f}" if "std" in ref else "")
+    return text + (f" ({ref['source']})" if ref.get("source") else "")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:60] or "all"
+
+
+def write_report(
+    paths: Sequence[str | Path],
+    out_dir: str | Path,
+    *,
+    target: float | None = None,
+    x: str = "emulated",
+    command: str = "",
+) -> Report:
+    """Group the finished runs under ``paths``; write ``out_dir/report.md`` and its figures.
+
+    Raises:
+        FileNotFoundError: a path that does not exist.
+        ValueError: no finished run was found (the message lists what was skipped and why).
+    """
+    if x not in UNITS:
+        raise ValueError(f"--x: {x!r} is not an axis; choose one of {', '.join(UNITS)}")
+    runs, skipped = find_runs(paths)
+    if not runs:
+        why = "; ".join(f"{p}: {reason}" for p, reason in skipped[:8])
+        raise ValueError(
+            f"no finished runs under {', '.join(map(str, paths))}" + (f" ({why})" if why else "")
+        )
+    groups = group_runs(runs)
+    docs = [g.scenario for g in groups]
+    varying = differing_fields(docs)
+    setting_keys = [k for k in varying if not k.startswith("algorithm.")]
+    method_names = method_labels(groups)
+    settings: dict[str, list[Group]] = {}
+    for g in groups:
+        settings.setdefault(label(g.setting, setting_keys) or "all runs", []).append(g)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    axes = [x] + [a for a in ("emulated", "iteration", "bytes") if a != x]
+    figures: list[Path] = []
+    lines = [f"# Report: {len(runs)} runs in {len(groups)} groups", ""]
+    if command:
+        lines += [f"Made by `{command}`.", ""]
+    lines += _provenance(runs)
+    target_col = f"{UNITS[x]} to {100 * target:.0f} % (reached)" if target is not None else None
+    head = ["setting", "method", "n", "final acc %", "best acc %", "paper acc %"]
+    head += [target_col] if target_col else []
+    head += ["MiB up", "MiB down", "wall s"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for setting_label, members in settings.items():
+        for g in members:
+            st = group_stats(g, target, x)
+            row = [setting_label, method_names[id(g)], str(st.n)]
+            row += [_pm(st.final, 100), _pm(st.best, 100), _paper(g)]
+            if target_col:
+                row.append(f"{_pm(st.to_target, 1, 1)} ({st.reached}/{st.n})")
+            row += [f"{st.mib_up:.1f}", f"{st.mib_down:.1f}", _pm(st.wall, 1, 1)]
+            lines.append("| " + " | ".join(row) + " |")
+    lines += [
+        "",
+        "Mean ± sample standard deviation over seeds; paper values are the scenarios' `[reference]`.",
+    ]
+    for i, (setting_label, members) in enumerate(settings.items(), start=1):
+        lines += ["", f"## {setting_label}", ""]
+        names = [method_names[id(g)] for g in members]
+        for axis in axes:
+            fig = accuracy_figure(members, names, axis, f"{setting_label}: accuracy vs {AXIS_TITLES[axis]}")
+            path = save(
+                fig,
+                out / f"accuracy_{axis}_{i}{'' if len(settings) == 1 else '_' + _slug(setting_label)}.png",
+            )
+            figures.append(path)
+            lines.append(f"![accuracy against {AXIS_TITLES[axis]}]({path.name})")
+    if skipped:
+        lines += ["", "## Skipped", ""] + [f"- `{p}`: {reason}" for p, reason in skipped]
+    report = out / REPORT_FILE
+    report.write_text("\n".join(lines) + "\n")
+    return Report(report, figures, groups, skipped)
+
+
+def method_labels(groups: Sequence[Group]) -> dict[int, str]:
+    """A line label per group: the method's name, plus the parameters that tell its variants apart.
+
+    Parameters are compared only among groups of the same method (GAS with and without ``generate``
+    becomes ``gas (generate=False)`` and ``gas (generate=True)``; FedAvg beside them stays ``fedavg``).
+    """
+    by_name: dict[str, list[Group]] = {}
+    for g in groups:
+        by_name.setdefault(str(g.method.get("name", "?")), []).append(g)
+    out: dict[int, str] = {}
+    for name, members in by_name.items():
+        keys = differing_fields([{"params": m.method.get("params", {})} for m in members], ignore=())
+        for g in members:
+            detail = label({"params": g.method.get("params", {})}, keys, "params.")
+            out[id(g)] = f"{name} ({detail})" if detail else name
+    return out
+
+
+def _provenance(runs: Sequence) -> list[str]:
+    """Which raysfl version (and commit, when recorded) made the runs."""
+    made = sorted(
+        {
+            f"raysfl {r.info.get('raysfl_version') or '?'}"
+            + (f" at commit {r.info['commit']}" if r.info.get("commit") else "")
+            for r in runs
+        }
+    )
+    return [f"Runs made with {', '.join(made)}.", ""] if made else []

@@ -1,0 +1,265 @@
+"""Finished runs on disk, grouped by everything except the seed: what ``raysfl report`` aggregates.
+
+A run directory (:mod:`raysfl.engine.runner`) holds ``config.toml`` (the resolved scenario),
+``metrics.parquet`` (one row per evaluation) and, once it finished, ``summary.json``. Runs whose scenarios
+differ only in ``seed`` (and in the sections that never change results: ``name``, ``description``,
+``engine``, ``metrics``) form one :class:`Group`. A group's *method* is its ``[algorithm]`` table; its
+*setting* is everything else, so a report draws one figure per setting with one line per method.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+IGNORED = ("name", "description", "seed", "engine", "metrics", "reference")
+SWEEP_STATUS = "sweep.json"  # written by raysfl.sweep.execute
+X_AXES = ("emulated", "iteration", "bytes", "wall")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One finished run: its scenario (as written), its evaluation rows and its summary."""
+
+    path: Path
+    scenario: dict[str, Any]
+    rows: tuple[dict[str, Any], ...]
+    summary: dict[str, Any]
+    info: dict[str, Any] = field(default_factory=dict)  # config.toml's [run]: version, commit, data source
+
+    @property
+    def seed(self) -> int:
+        """The scenario seed."""
+        return int(self.scenario.get("seed", 0))
+
+    def curve(self, x: str) -> tuple[np.ndarray, np.ndarray]:
+        """(x values, accuracy) of the evaluations that have an accuracy; ``x`` is one of :data:`X_AXES`."""
+        pts = [(x_value(r, x), float(r["accuracy"])) for r in self.rows if r.get("accuracy") is not None]
+        xs = np.array([p[0] for p in pts], dtype=float)
+        ys = np.array([p[1] for p in pts], dtype=float)
+        return xs, ys
+
+
+@dataclass
+class Group:
+    """Runs that differ only in their seed."""
+
+    key: str
+    scenario: dict[str, Any]  # of the first run, seed removed
+    runs: list[Run] = field(default_factory=list)
+
+    @property
+    def method(self) -> dict[str, Any]:
+        """The ``[algorithm]`` table (name and params) shared by the group."""
+        return dict(self.scenario.get("algorithm", {}))
+
+    @property
+    def setting(self) -> dict[str, Any]:
+        """Everything but the method: dataset, partition, model, system, federation, training."""
+        return {k: v for k, v in self.scenario.items() if k != "algorithm"}
+
+    @property
+    def reference(self) -> dict[str, Any]:
+        """The scenario's ``[reference]`` table (paper numbers), of the first run."""
+        return dict(self.runs[0].scenario.get("reference", {})) if self.runs else {}
+
+
+def x_value(row: dict[str, Any], x: str) -> float:
+    """A metrics row's position on axis ``x``: emulated s, global iteration, MiB up + down, or wall s.
+
+    Example:
+        >>> x_value({"t": 5.0, "iteration": 2, "bytes_up": 2**20, "bytes_down": 2**20}, "bytes")
+        2.0
+    """
+    if x == "emulated":
+        return float(row["t"])
+    if x == "iteration":
+        return float(row["iteration"])
+    if x == "bytes":
+        return (int(row.get("bytes_up") or 0) + int(row.get("bytes_down") or 0)) / 2**20
+    if x == "wall":
+        return float(row.get("wall_s") or 0.0)
+    raise ValueError(f"x axis {x!r}: choose one of {', '.join(X_AXES)}")
+
+
+def _canonical(doc: Any) -> str:
+    return json.dumps(doc, sort_keys=True, default=str)
+
+
+def group_key(scenario: dict[str, Any]) -> str:
+    """What runs of one group share: the scenario without seed, names, engine, metrics, reference."""
+    return _canonical({k: v for k, v in scenario.items() if k not in IGNORED})
+
+
+def _read_run(path: Path) -> Run:
+    import pyarrow.parquet as pq
+
+    config = tomllib.loads((path / "config.toml").read_text())
+    info = config.pop("run", {})
+    config.pop("devices", None)
+    rows = tuple(pq.read_table(path / "metrics.parquet").to_pylist())
+    return Run(path, config, rows, json.loads((path / "summary.json").read_text()), info)
+
+
+def _sweep_trials(folder: Path) -> dict[str, dict[str, Any]]:
+    """The trials a sweep's ``sweep.json`` lists in ``folder`` (empty when it is not a sweep)."""
+    status = folder / SWEEP_STATUS
+    if not status.is_file():
+        return {}
+    try:
+        trials = json.loads(status.read_text()).get("trials", {})
+    except (json.JSONDecodeError, AttributeError):
+        return {}
+    return trials if isinstance(trials, dict) else {}
+
+
+def _candidates(path: Path) -> Iterable[Path]:
+    """Run directories at or below ``path`` (those holding config.toml), skipping Tune's own folder."""
+    if (path / "config.toml").is_file():
+        yield path
+        return
+    for child in sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))):
+        yield from _candidates(child)
+
+
+def _why_not(run_dir: Path, trial: dict[str, Any] | None) -> str | None:
+    """Why ``run_dir`` is not a finished run (``None`` when it is one)."""
+    if trial is not None and trial.get("status") == "failed":
+        return f"failed: {trial.get('error', '')}".rstrip(": ")
+    summary = run_dir / "summary.json"
+    if not summary.is_file():
+        return "unfinished (no summary.json)"
+    if json.loads(summary.read_text()).get("interrupted"):
+        return "interrupted"
+    if not (run_dir / "metrics.parquet").is_file():
+        return "no metrics.parquet"
+    return None
+
+
+def find_runs(paths: Sequence[str | Path]) -> tuple[list[Run], list[tuple[Path, str]]]:
+    """The finished runs under ``paths`` and, for every run left out (unfinished, failed), why.
+
+    A sweep's output directory also names the trials that failed before writing anything.
+
+    Raises:
+        FileNotFoundError: a path that does not exist.
+    """
+    runs: list[Run] = []
+    skipped: list[tuple[Path, str]] = []
+    for item in paths:
+        root = Path(item)
+        if not root.is_dir():
+            raise FileNotFoundError(f"{root}: no such directory")
+        seen: set[Path] = set()
+        for run_dir in _candidates(root):
+            seen.add(run_dir)
+            reason = _why_not(run_dir, _sweep_trials(run_dir.parent).get(run_dir.name))
+            if reason is None:
+                runs.append(_read_run(run_dir))
+            else:
+                skipped.append((run_dir, reason))
+        for name, trial in _sweep_trials(root).items():
+            if root / name not in seen and trial.get("status") != "finished":
+                reason = f"failed: {trial.get('error', '')}" if trial.get("status") == "failed" else "not run"
+                skipped.append((root / name, reason))
+    return runs, skipped
+
+
+def group_runs(runs: Sequence[Run]) -> list[Group]:
+    """Runs grouped by :func:`group_key`, in the order their first run appears."""
+    groups: dict[str, Group] = {}
+    for run in runs:
+        key = group_key(run.scenario)
+        if key not in groups:
+            doc = {k: v for k, v in run.scenario.items() if k != "seed"}
+            groups[key] = Group(key, doc)
+        groups[key].runs.append(run)
+    return list(groups.values())
+
+
+def _flatten(doc: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(doc, dict) and doc:
+        out: dict[str, Any] = {}
+        for k, v in doc.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    return {prefix.rstrip("."): doc}
+
+
+def differing_fields(docs: Sequence[dict[str, Any]], ignore: Iterable[str] = IGNORED) -> list[str]:
+    """Dotted keys whose value is not the same in every document (ignoring ``ignore`` sections).
+
+    Example:
+        >>> differing_fields([{"a": {"x": 1, "y": 2}}, {"a": {"x": 1, "y": 3}}])
+        ['a.y']
+    """
+    skip = tuple(ignore)
+    flat = [_flatten({k: v for k, v in d.items() if k not in skip}) for d in docs]
+    keys = sorted(set().union(*flat)) if flat else []
+    return [k for k in keys if len({_canonical(f.get(k, "<unset>")) for f in flat}) > 1]
+
+
+def label(doc: dict[str, Any], keys: Sequence[str], drop_prefix: str = "") -> str:
+    """``key=value`` for each of ``keys`` in ``doc`` (``algorithm.name`` shown as its bare value)."""
+    flat = _flatten(doc)
+    parts = []
+    for key in keys:
+        value = flat.get(key, "<unset>")
+        if key == "algorithm.name":
+            parts.append(str(value))
+        else:
+            short = key[len(drop_prefix) :] if drop_prefix and key.startswith(drop_prefix) else key
+            parts.append(f"{short}={value}")
+    return ", ".join(parts)
+
+
+def mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
+    """Mean and sample standard deviation (ddof = 1; ``None`` for fewer than two values).
+
+    Example:
+        >>> mean_std([0.5, 0.7])
+        (0.6, 0.1414213562373095)
+    """
+    vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    if not vals:
+        return None, None
+    mean = sum(vals) / len(vals)
+    if len(vals) < 2:
+        return mean, None
+    var = sum((v - mean) ** 2 for v in vals) / (len(vals) - 1)
+    return mean, math.sqrt(var)
+
+
+def first_reaching(xs: np.ndarray, ys: np.ndarray, target: float) -> float | None:
+    """The x of the first evaluation with accuracy ≥ ``target``; ``None`` when none reaches it.
+
+    Example:
+        >>> first_reaching(np.array([0.0, 30.0, 60.0]), np.array([0.1, 0.55, 0.71]), 0.6)
+        60.0
+    """
+    hits = np.nonzero(ys >= target)[0]
+    return float(xs[hits[0]]) if hits.size else None
+
+
+def mean_curve(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, ...]:
+    """(x, mean, min, max) of several seeds' accuracy curves on one x grid.
+
+    The grid is every x any seed evaluated at, up to the smallest last x of all seeds (so every seed has a
+    value there); each curve is linearly interpolated onto it. With identical x values (global
+    iterations) this is the plain mean, min and max of the seeds' evaluations.
+    """
+    curves = [(x, y) for x, y in curves if len(x)]
+    if not curves:
+        empty = np.array([], dtype=float)
+        return empty, empty, empty, empty
+    end = min(float(x[-1]) for x, _ in curves)
+    grid = np.unique(np.concatenate([x[x <= end] for x, _ in curves]))
+    values = np.stack([np.interp(grid, x, y) for x, y in curves])
+    return grid, values.mean(axis=0), values.min(axis=0), values.max(axis=0)

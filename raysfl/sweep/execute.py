@@ -1,0 +1,265 @@
+"""Run a sweep's trials through Ray Tune, resume it, and record what became of each trial.
+
+Layout of a sweep's output directory ``OUT``:
+
+    OUT/sweep.json       the plan (sweep file, every trial with its overrides and resources) and each
+                         trial's status: finished | failed (with its error message) | unfinished
+    OUT/<trial>/         one ordinary raysfl run directory per trial (config.toml, metrics.parquet, tb/, ...)
+    OUT/_tune/           Ray Tune's experiment: its state (for --resume), per-trial result.json and
+                         progress.csv
+
+Trials run as Tune function trainables (:func:`raysfl.sweep.trial.run_trial`), each reserving the
+placement group of :func:`raysfl.sweep.resources.trial_resources`; Tune's own experiment restore and the
+trials' run directories together make ``--resume`` continue exactly where the sweep stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from raysfl.engine.runner import _finite
+from raysfl.scenario import scenario_to_dict
+from raysfl.sweep.resources import TrialResources, trial_resources
+from raysfl.sweep.spec import Sweep
+from raysfl.sweep.trial import TrialTask
+
+STATUS_FILE = "sweep.json"
+TUNE_NAME = "_tune"
+
+
+class SweepStateError(RuntimeError):
+    """The output directory holds another sweep, or a sweep that needs ``--resume`` (a user error)."""
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What became of every trial; ``failed`` maps a trial to its error message."""
+
+    out: Path
+    finished: list[str]
+    failed: dict[str, str]
+    unfinished: list[str]
+
+
+def local_resources() -> dict[str, float]:
+    """This machine's CPUs and GPUs as an embedded Ray would see them, without starting Ray."""
+    import torch
+
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return {"CPU": float(cpus), "GPU": float(torch.cuda.device_count())}
+
+
+def plan(sweep: Sweep, cluster: dict[str, Any]) -> list[tuple[str, dict[str, Any], TrialResources]]:
+    """(trial name, its assignments, its resources) for every trial, in the order Tune starts them."""
+    return [(t.name, dict(t.assignments), trial_resources(t.scenario, cluster)) for t in sweep.trials]
+
+
+def dry_run_text(sweep: Sweep, cluster: dict[str, Any], out: Path, max_concurrent: int | None) -> str:
+    """The ``--dry-run`` listing: every trial, what it sets, its run directory and its resource request."""
+    rows = plan(sweep, cluster)
+    fits = [int(cluster.get("CPU", 0) // r.cpus) if r.cpus else 0 for _, _, r in rows]
+    at_once = max(1, min(fits)) if fits else 0
+    if max_concurrent:
+        at_once = min(at_once, max_concurrent)
+    gpus = f", {cluster.get('GPU', 0):g} GPU" if cluster.get("GPU") else ""
+    lines = [
+        f"sweep {sweep.name}: {len(rows)} trials of {sweep.base.name}, into {out}/<trial>/",
+        f"cluster: {cluster.get('CPU', 0):g} CPU{gpus}; at most {at_once} trial(s) at a time",
+    ]
+    if sweep.settings:
+        lines.append("set on every trial: " + ", ".join(f"{k} = {v!r}" for k, v in sweep.settings.items()))
+    for name, assigned, res in rows:
+        what = ", ".join(f"{k} = {v!r}" for k, v in assigned.items()) or "(the base scenario)"
+        lines.append(f"  {name}: {what}")
+        lines.append(f"      resources: {res.describe()}")
+    return "\n".join(lines)
+
+
+def _plan_doc(sweep: Sweep, rows: list[tuple[str, dict[str, Any], TrialResources]]) -> dict[str, Any]:
+    from raysfl.engine.checkpoint import fingerprint
+
+    return {
+        "sweep": str(sweep.path),
+        "name": sweep.name,
+        "base": str(sweep.base),
+        "trials": {
+            t.name: {
+                "fingerprint": fingerprint(_finite(scenario_to_dict(t.scenario))),
+                "set": {k: v for k, v in t.assignments},
+                "bundles": list(res.bundles),
+            }
+            for t, (_, _, res) in zip(sweep.trials, rows, strict=True)
+        },
+    }
+
+
+def _check_out(out: Path, plan_doc: dict[str, Any], resume: bool) -> None:
+    status = out / STATUS_FILE
+    if not status.is_file():
+        if resume and out.exists() and any(out.iterdir()):
+            raise SweepStateError(f"--resume: {out} holds no sweep ({STATUS_FILE} is missing)")
+        return
+    if not resume:
+        raise SweepStateError(
+            f"{out} already holds a sweep; nothing was changed in it. Continue it with --resume, or pick "
+            "another --out."
+        )
+    stored = json.loads(status.read_text())
+    old = {n: t["fingerprint"] for n, t in stored.get("trials", {}).items()}
+    new = {n: t["fingerprint"] for n, t in plan_doc["trials"].items()}
+    if old != new:
+        changed = sorted(set(old) ^ set(new)) + sorted(n for n in set(old) & set(new) if old[n] != new[n])
+        raise SweepStateError(
+            f"--resume: the sweep file no longer describes the sweep in {out} (trials that differ: "
+            f"{', '.join(changed[:6])}); resume with the sweep file it was started with, or use another "
+            "--out."
+        )
+
+
+def _root_cause(err: BaseException) -> str:
+    """The user-facing message of a trial's error: its innermost cause, type and first line."""
+    seen = err
+    while getattr(seen, "cause", None) is not None and seen.cause is not seen:  # RayTaskError chains
+        seen = seen.cause
+    if seen is err and err.__cause__ is not None:
+        seen = err.__cause__
+    text = str(seen).strip().splitlines()
+    first = next((line for line in text if line.strip()), "")
+    return f"{type(seen).__name__}: {first}" if first else type(seen).__name__
+
+
+def _trial_status(out: Path, name: str) -> str:
+    summary = out / name / "summary.json"
+    if summary.is_file() and not json.loads(summary.read_text()).get("interrupted"):
+        return "finished"
+    return "unfinished"
+
+
+def write_status(out: Path, plan_doc: dict[str, Any], failed: dict[str, str]) -> SweepResult:
+    """Record every trial's status in ``OUT/sweep.json``; return them."""
+    doc = json.loads(json.dumps(plan_doc))
+    for name, entry in doc["trials"].items():
+        entry["status"] = _trial_status(out, name)
+        if entry["status"] != "finished" and name in failed:
+            entry["status"], entry["error"] = "failed", failed[name]
+    (out / STATUS_FILE).write_text(json.dumps(doc, indent=2) + "\n")
+    trials = doc["trials"]
+    return SweepResult(
+        out,
+        finished=[n for n, t in trials.items() if t["status"] == "finished"],
+        failed={n: t["error"] for n, t in trials.items() if t["status"] == "failed"},
+        unfinished=[n for n, t in trials.items() if t["status"] == "unfinished"],
+    )
+
+
+def run_sweep(
+    sweep: Sweep,
+    out: Path,
+    *,
+    address: str | None = None,
+    max_concurrent: int | None = None,
+    resume: bool = False,
+    data_dir: str | None = None,
+    verbose: int = 1,
+) -> SweepResult:
+    """Run (or ``resume``) every trial of ``sweep`` through Ray Tune into ``out``; see the module docstring.
+
+    ``max_concurrent`` caps the trials that run at once (default: as many as the cluster's resources fit).
+    A trial that fails is recorded with its error and the others go on.
+    """
+    import ray
+    from ray import tune
+
+    from raysfl.engine.cluster import ensure_ray
+    from raysfl.sweep.trial import run_trial
+
+    out = out.resolve()
+    ensure_ray(address)
+    cluster = {k: float(v) for k, v in ray.cluster_resources().items()}
+    rows = plan(sweep, cluster)
+    plan_doc = _plan_doc(sweep, rows)
+    _check_out(out, plan_doc, resume)
+    out.mkdir(parents=True, exist_ok=True)
+    write_status(out, plan_doc, {})
+    resolved_data = data_dir or os.environ.get("RAYSFL_DATA")
+    tasks = {
+        t.name: TrialTask(
+            name=t.name,
+            scenario=_finite(scenario_to_dict(t.scenario)),
+            out_dir=str(out / t.name),
+            data_dir=str(Path(resolved_data).resolve()) if resolved_data else None,
+            cwd=os.getcwd(),
+        )
+        for t in sweep.trials
+    }
+    bundles = {name: [dict(b) for b in res.bundles] for name, _, res in rows}
+
+    def resources(config: dict[str, Any]) -> tune.PlacementGroupFactory:
+        return tune.PlacementGroupFactory(bundles[config["trial"]], strategy="PACK")
+
+    trainable = tune.with_resources(tune.with_parameters(run_trial, tasks=tasks), resources)
+    tune_path = out / TUNE_NAME
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")  # no Tune TensorBoard files beside ours
+    if resume and tune.Tuner.can_restore(tune_path):
+        tuner = tune.Tuner.restore(str(tune_path), trainable, resume_unfinished=True, resume_errored=True)
+    else:
+        tuner = _new_tuner(trainable, [t.name for t in sweep.trials], out, max_concurrent, verbose)
+    grid = tuner.fit()
+    failed: dict[str, str] = {}
+    for i in range(len(grid)):
+        result = grid[i]
+        if result.error is not None and result.config:
+            failed[result.config["trial"]] = _root_cause(result.error)
+    return write_status(out, plan_doc, failed)
+
+
+def _new_tuner(trainable: Any, names: list[str], out: Path, max_concurrent: int | None, verbose: int) -> Any:
+    from ray import tune
+    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+
+    def trial_name(trial: Any) -> str:
+        return str(trial.config["trial"])
+
+    return tune.Tuner(
+        trainable,
+        param_space={"trial": tune.grid_search(names)},
+        tune_config=tune.TuneConfig(
+            max_concurrent_trials=max_concurrent,
+            trial_name_creator=trial_name,
+            trial_dirname_creator=trial_name,
+        ),
+        run_config=tune.RunConfig(
+            name=TUNE_NAME,
+            storage_path=str(out),
+            failure_config=tune.FailureConfig(max_failures=0),
+            callbacks=[JsonLoggerCallback(), CSVLoggerCallback()],
+            verbose=verbose,
+        ),
+    )
+
+
+def print_outcome(result: SweepResult, sweep_path: str) -> int:
+    """Print what became of the trials; the exit status (0 all finished, 1 some failed, 130 unfinished)."""
+    print(f"sweep: {len(result.finished)} trial(s) finished, outputs in {result.out}")
+    for name, error in result.failed.items():
+        print(f"sweep: trial {name} failed: {error}", file=sys.stderr)
+    if result.failed:
+        print(
+            f"sweep: {len(result.failed)} trial(s) failed: {', '.join(result.failed)} (details in "
+            f"{result.out / STATUS_FILE})",
+            file=sys.stderr,
+        )
+    if result.unfinished:
+        print(
+            f"sweep: {len(result.unfinished)} trial(s) unfinished: {', '.join(result.unfinished)}; "
+            f"continue with `raysfl sweep {sweep_path} --out {result.out} --resume`",
+            file=sys.stderr,
+        )
+    if result.failed:
+        return 1
+    return 130 if result.unfinished else 0

@@ -1,0 +1,84 @@
+"""What one sweep trial reserves: a placement group sized from its scenario, fitted to the cluster.
+
+A trial is one ordinary raysfl run: a driver (the coordinator, in Tune's trial process), one ``Server``
+actor and ``P`` ``ClientPool`` actors. Its placement group has ``2 + P`` bundles, in this order:
+
+    bundle 0         the driver         {"CPU": DRIVER_CPU}  (the coordinator mostly waits on the actors)
+    bundle 1         the server         {"CPU": engine.server_threads} (+ {"GPU": 1} on a GPU cluster)
+    bundles 2..P+1   the client pools   {"CPU": engine.torch_threads} each
+
+so the trial's actors run inside its own reservation (:func:`raysfl.engine.cluster.ray_dispatcher` puts
+them into these bundles) and trials pack onto nodes without oversubscribing them. A trial that asks for
+more CPUs than the whole cluster has (the default scenario on a 2-core laptop asks for 3.5) has every
+bundle scaled down by one factor so that it fits the cluster exactly; then one trial runs at a time,
+which is what such a machine can do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from raysfl.engine.cluster import pool_count
+from raysfl.scenario import Scenario
+
+DRIVER_CPU = 0.5
+
+
+@dataclass(frozen=True)
+class TrialResources:
+    """The bundles of one trial and whether they were scaled down to fit the cluster."""
+
+    bundles: tuple[dict[str, float], ...]
+    scale: float  # 1.0 unless the request was shrunk to fit
+
+    @property
+    def cpus(self) -> float:
+        """CPUs the whole trial reserves."""
+        return sum(b.get("CPU", 0.0) for b in self.bundles)
+
+    @property
+    def gpus(self) -> float:
+        """GPUs the whole trial reserves."""
+        return sum(b.get("GPU", 0.0) for b in self.bundles)
+
+    def describe(self) -> str:
+        """``driver 0.5 CPU + server 2 CPU + 1×pool 1 CPU = 3.5 CPU`` (and the scale when shrunk)."""
+        n_pools = len(self.bundles) - 2
+        pool = self.bundles[2] if n_pools else {}
+        server = self.bundles[1]
+        gpu = f" {server['GPU']:g} GPU" if server.get("GPU") else ""
+        text = (
+            f"driver {self.bundles[0]['CPU']:.3g} CPU + server {server['CPU']:.3g} CPU{gpu} + "
+            f"{n_pools}×pool {pool.get('CPU', 0):.3g} CPU = {self.cpus:.3g} CPU"
+        )
+        if self.scale < 1.0:
+            text += f" (scaled ×{self.scale:.3g} to fit the cluster)"
+        return text
+
+
+def trial_resources(sc: Scenario, cluster: dict[str, Any]) -> TrialResources:
+    """The placement-group bundles of a trial running ``sc`` on a cluster with ``cluster`` resources.
+
+    ``cluster`` is what ``ray.cluster_resources()`` returns (``{"CPU": 2.0, ...}``).
+
+    Example:
+        >>> from raysfl.scenario import scenario_from_dict
+        >>> r = trial_resources(scenario_from_dict({"engine": {"pools": 2}}), {"CPU": 16.0})
+        >>> [b["CPU"] for b in r.bundles], r.scale
+        ([0.5, 2.0, 1.0, 1.0], 1.0)
+    """
+    eng = sc.engine
+    n_pools = pool_count(sc.federation.num_clients, eng.pools, eng.clients_per_pool)
+    server: dict[str, float] = {"CPU": float(eng.server_threads)}
+    if eng.server_device != "cpu" and float(cluster.get("GPU", 0.0)) >= 1.0:
+        server["GPU"] = 1.0
+    bundles = [{"CPU": DRIVER_CPU}, server] + [{"CPU": float(eng.torch_threads)} for _ in range(n_pools)]
+    total = sum(b["CPU"] for b in bundles)
+    available = float(cluster.get("CPU", 0.0))
+    scale = 1.0
+    if available > 0 and total > available:
+        scale = available / total
+        # round down a hair so float sums never exceed the cluster (Ray compares with 1e-4 resolution)
+        bundles = [{**b, "CPU": max(1e-3, int(b["CPU"] * scale * 1e4) / 1e4)} for b in bundles]
+    return TrialResources(tuple(bundles), scale)

@@ -1,0 +1,315 @@
+"""Sweep files: a base scenario, settings applied to every trial, and the axes whose product is the trials.
+
+A sweep file is TOML::
+
+    base = "../gas/table1/fmnist_s2_gas.toml"   # scenario path, relative to the sweep file
+    name = "table1_fmnist"                       # optional; default: the sweep file's stem
+    description = "GAS Table 1, FMNIST"          # optional
+
+    [set]                                        # applied to every trial (dotted keys, TOML values)
+    "train.global_iterations" = 200
+
+    [grid]                                       # independent axes: their cartesian product
+    seed = [1, 2, 3]
+
+    [link.method]                                # linked axes: one column of values per trial, zipped
+    label = ["gas", "fedavg"]                    # optional: the names this axis gives trials
+    "algorithm.name" = ["gas", "fedavg"]
+    "algorithm.params" = [{ q_s = 10, q_c = 10 }, {}]
+    "reference.accuracy" = [90.66, 84.61]
+
+Each ``[link.NAME]`` table is one axis whose entries change together (a method with its parameters, a
+dataset with its model); all its lists have the same length. Axes combine in the order of the file (the
+``[grid]`` axes in their order, and the ``[link.*]`` tables in theirs, before or after ``[grid]`` as the
+file has them); the first axis is the outermost loop and the first part of a trial's name. A dotted key
+sets that value in the scenario, replacing it whole (a table value replaces the whole table, so
+``"algorithm.params" = {}`` clears the base's parameters).
+
+Trial names are built from the axis values (strings as they are, other values as ``<last key part><value>``,
+a link axis by its ``label`` or its first key's value) joined by ``_``, e.g. ``gas_seed1``; every trial's
+scenario ``name`` is its trial name and its outputs go to ``OUT/<trial name>/``.
+
+Everything here is pure: :func:`load_sweep` reads and checks the file and builds every trial's scenario,
+reporting *all* problems at once in one :class:`~raysfl.config.ConfigError` before anything runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from raysfl.config import ConfigError, read_toml
+from raysfl.scenario import Scenario, scenario_from_dict
+
+TOP_LEVEL_KEYS = ("base", "name", "description", "set", "grid", "link")
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_MAX_NAME = 120
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One axis of the sweep: ``keys`` (dotted scenario keys) take ``values[i]`` together, for each i."""
+
+    name: str
+    keys: tuple[str, ...]
+    values: tuple[tuple[Any, ...], ...]  # one tuple per point of the axis, aligned with ``keys``
+    labels: tuple[str, ...]  # the name fragment of each point
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One run of the sweep: its name and the values it sets on top of the base and ``[set]``."""
+
+    name: str
+    assignments: tuple[tuple[str, Any], ...]  # (dotted key, value) from the axes, in axis order
+    scenario: Scenario = field(compare=False)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A validated sweep: where it came from, its axes and every trial, scenarios built and checked."""
+
+    path: Path
+    name: str
+    description: str
+    base: Path
+    settings: dict[str, Any]
+    axes: tuple[Axis, ...]
+    trials: tuple[Trial, ...]
+
+
+def set_dotted(doc: dict[str, Any], key: str, value: Any) -> None:
+    """Set ``doc[a][b][c] = value`` for ``key = "a.b.c"``, creating tables on the way; replaces whole values.
+
+    Raises:
+        ValueError: a part on the way is not a table.
+
+    Example:
+        >>> d = {"train": {"lr": 0.1}}
+        >>> set_dotted(d, "train.lr", 0.01); d
+        {'train': {'lr': 0.01}}
+    """
+    parts = key.split(".")
+    node = doc
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ValueError(f"{part!r} is not a table")
+        node = child
+    node[parts[-1]] = copy.deepcopy(value)
+
+
+def _fragment(key: str, value: Any) -> str:
+    """The part of a trial name one axis value gives: strings as they are, else ``<last key part><value>``."""
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, bool):
+        text = f"{key.rsplit('.', 1)[-1]}{'1' if value else '0'}"
+    elif isinstance(value, (int, float)):
+        text = (
+            f"{key.rsplit('.', 1)[-1]}{value:g}"
+            if isinstance(value, float)
+            else f"{key.rsplit('.', 1)[-1]}{value}"
+        )
+    else:
+        text = key.rsplit(".", 1)[-1]
+    return _SAFE.sub("-", text).strip("-.") or "x"
+
+
+def _check_key(key: Any, where: str, problems: list[str]) -> bool:
+    if not isinstance(key, str) or not key or any(not p for p in key.split(".")):
+        problems.append(f"{where}: {key!r} is not a dotted scenario key (e.g. 'train.lr')")
+        return False
+    return True
+
+
+def _grid_axes(grid: Any, problems: list[str]) -> list[Axis]:
+    if not isinstance(grid, Mapping):
+        problems.append("grid: must be a table of `dotted.key = [values]`")
+        return []
+    axes = []
+    for key, values in grid.items():
+        where = f"grid.{key!r}" if "." in str(key) else f"grid.{key}"
+        if isinstance(values, Mapping):
+            problems.append(
+                f'{where}: is a table; quote dotted keys ("{key}.x" = [...]) or put linked keys '
+                f"under [link.{key}]"
+            )
+            continue
+        if not _check_key(key, where, problems):
+            continue
+        if not isinstance(values, list):
+            problems.append(f"{where}: must be a list of values, got {values!r}")
+            continue
+        if not values:
+            problems.append(f"{where}: empty axis; give at least one value")
+            continue
+        axes.append(Axis(key, (key,), tuple((v,) for v in values), tuple(_fragment(key, v) for v in values)))
+    return axes
+
+
+def _link_axes(links: Any, problems: list[str]) -> list[Axis]:
+    if not isinstance(links, Mapping):
+        problems.append("link: must hold tables, [link.NAME], each of `dotted.key = [values]` of one length")
+        return []
+    axes = []
+    for name, table in links.items():
+        where = f"link.{name}"
+        if not isinstance(table, Mapping):
+            problems.append(f"{where}: must be a table of `dotted.key = [values]` lists of one length")
+            continue
+        labels = table.get("label")
+        columns = {k: v for k, v in table.items() if k != "label"}
+        ok = True
+        for key, values in columns.items():
+            ok &= _check_key(key, f"{where}.{key}", problems)
+            if not isinstance(values, list):
+                problems.append(f"{where}.{key}: must be a list of values, got {values!r}")
+                ok = False
+        if not columns:
+            problems.append(f"{where}: no keys; give at least one `dotted.key = [values]`")
+            continue
+        if not ok:
+            continue
+        lengths = {k: len(v) for k, v in columns.items()}
+        if labels is not None:
+            if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+                problems.append(f"{where}.label: must be a list of strings")
+                continue
+            lengths["label"] = len(labels)
+        if len(set(lengths.values())) > 1:
+            listed = ", ".join(f"{k} has {n}" for k, n in lengths.items())
+            problems.append(f"{where}: linked axes must have the same length; {listed}")
+            continue
+        n = next(iter(lengths.values()))
+        if n == 0:
+            problems.append(f"{where}: empty axis; give at least one value")
+            continue
+        keys = tuple(columns)
+        points = tuple(tuple(columns[k][i] for k in keys) for i in range(n))
+        first = keys[0]
+        names = (
+            tuple(_SAFE.sub("-", x).strip("-.") or "x" for x in labels)
+            if labels is not None
+            else tuple(_fragment(first, p[0]) for p in points)
+        )
+        axes.append(Axis(name, keys, points, names))
+    return axes
+
+
+def _trial_name(labels: list[str]) -> str:
+    name = "_".join(labels) if labels else "trial"
+    return name[:_MAX_NAME]
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """Read, check and expand a sweep file; one :class:`ConfigError` lists every problem it finds.
+
+    Problems found: unknown top-level keys, a missing or invalid base scenario, empty axes, linked axes of
+    different lengths, an axis key set twice, duplicate trial names, and every trial whose scenario does
+    not validate (each problem prefixed with the trial's name).
+    """
+    p = Path(path)
+    raw = read_toml(p)
+    problems: list[str] = []
+    for key in raw:
+        if key not in TOP_LEVEL_KEYS:
+            problems.append(f"{key}: unknown key of a sweep file; allowed: {', '.join(TOP_LEVEL_KEYS)}")
+    base_doc: dict[str, Any] | None = None
+    base_path = Path()
+    base = raw.get("base")
+    if not isinstance(base, str) or not base:
+        problems.append("base: required, the path of the base scenario (relative to the sweep file)")
+    else:
+        base_path = (p.parent / base).resolve()
+        if not base_path.is_file():
+            problems.append(f"base: scenario {base!r} not found (looked at {base_path})")
+        else:
+            try:
+                base_doc = read_toml(base_path)
+            except ConfigError as err:
+                problems += [f"base: {m}" for m in err.problems]
+    settings = raw.get("set", {})
+    if not isinstance(settings, Mapping):
+        problems.append('set: must be a table of `"dotted.key" = value`')
+        settings = {}
+    for key in settings:
+        _check_key(key, f"set.{key}", problems)
+    grid_axes = _grid_axes(raw.get("grid", {}), problems)
+    link_axes = _link_axes(raw.get("link", {}), problems)
+    keys = list(raw)
+    link_first = "link" in raw and "grid" in raw and keys.index("link") < keys.index("grid")
+    axes = link_axes + grid_axes if link_first else grid_axes + link_axes
+    seen: dict[str, str] = {}
+    for axis in axes:
+        for key in axis.keys:
+            if key in seen:
+                problems.append(f"{axis.name}: key {key!r} is already swept by axis {seen[key]}")
+            seen[key] = axis.name
+    name = raw.get("name", p.stem)
+    description = raw.get("description", "")
+    if not isinstance(name, str) or not name or _SAFE.search(name):
+        problems.append(f"name: {name!r} must be a non-empty name of letters, digits, '.', '_' or '-'")
+    if problems or base_doc is None:
+        raise ConfigError(problems or ["base: could not be read"], source=str(p))
+    trials = _expand(base_doc, base_path, dict(settings), axes, problems)
+    if problems:
+        raise ConfigError(problems, source=str(p))
+    return Sweep(p, str(name), str(description), base_path, dict(settings), tuple(axes), tuple(trials))
+
+
+def _expand(
+    base_doc: dict[str, Any],
+    base_path: Path,
+    settings: dict[str, Any],
+    axes: list[Axis],
+    problems: list[str],
+) -> list[Trial]:
+    """Every trial of the product of ``axes``, each scenario built and validated."""
+    trials: list[Trial] = []
+    names: dict[str, int] = {}
+    failing: dict[str, list[str]] = {}  # a problem → the trials that have it, so a shared one is said once
+    indices = itertools.product(*(range(len(a.values)) for a in axes))
+    for combo in indices:
+        assignments = tuple(
+            (key, axis.values[i][j])
+            for axis, i in zip(axes, combo, strict=True)
+            for j, key in enumerate(axis.keys)
+        )
+        name = _trial_name([axis.labels[i] for axis, i in zip(axes, combo, strict=True)])
+        names[name] = names.get(name, 0) + 1
+        doc = copy.deepcopy(base_doc)
+        doc.setdefault("name", base_path.stem)
+        bad = False
+        for key, value in [*settings.items(), *assignments]:
+            try:
+                set_dotted(doc, key, value)
+            except ValueError as err:
+                problems.append(f"{name}: {key}: {err}")
+                bad = True
+        doc["name"] = name
+        if bad:
+            continue
+        try:
+            sc = scenario_from_dict(doc)
+        except ConfigError as err:
+            for message in err.problems:
+                failing.setdefault(message, []).append(name)
+            continue
+        trials.append(Trial(name, assignments, sc))
+    total = len(names) and sum(names.values())
+    for message, where in failing.items():
+        who = "every trial" if len(where) == total and total > 1 else "trial " + ", ".join(where)
+        problems.append(f"{who}: {message}")
+    dups = sorted(n for n, c in names.items() if c > 1)
+    if dups:
+        problems.append(
+            f"grid: several trials get the same name ({', '.join(dups)}); give the link axes a `label` list "
+            "that tells their points apart"
+        )
+    return trials

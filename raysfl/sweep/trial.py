@@ -1,0 +1,152 @@
+"""One sweep trial inside Ray Tune: an ordinary raysfl run into ``OUT/<trial>/``, reported to Tune as it goes.
+
+The trial decides from its run directory what to do, which is what makes a sweep resumable whatever
+stopped it (Ctrl-C, a SIGKILLed driver, a lost node):
+
+    finished     ``summary.json`` of this scenario, not interrupted → nothing runs; result re-reported
+    checkpointed ``checkpoints/ckpt-*.pt`` of this scenario        → continues from the newest checkpoint
+    partial      anything else an earlier attempt left              → cleared; the run starts again
+    new          no directory                                       → runs
+
+A finished directory or checkpoint of a *different* scenario is never touched: the trial fails naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from raysfl.scenario import scenario_from_dict
+
+
+class TrialDirError(RuntimeError):
+    """The trial's directory holds the results of another scenario."""
+
+
+@dataclass(frozen=True)
+class TrialTask:
+    """What a trial process needs: plain data only (it travels through Ray's object store)."""
+
+    name: str
+    scenario: dict[str, Any]  # the resolved scenario (scenario_to_dict)
+    out_dir: str  # absolute
+    data_dir: str | None
+    cwd: str  # the sweep driver's working directory (relative data paths resolve against it)
+
+
+class TuneSink:
+    """A run sink that reports each evaluation to Ray Tune (global iteration, accuracy, times, bytes)."""
+
+    def __init__(self, report: Any) -> None:
+        self._report = report
+
+    def on_event(self, row: dict[str, Any]) -> None:
+        """Events are not reported to Tune (the run's own events.parquet has them)."""
+
+    def on_eval(self, row: dict[str, Any]) -> None:
+        """One Tune result per evaluation."""
+        self._report(tune_metrics(row))
+
+    def close(self) -> None:
+        """Nothing to flush."""
+
+
+def tune_metrics(row: dict[str, Any]) -> dict[str, Any]:
+    """The Tune result of one ``metrics.parquet`` row: iteration, accuracy, loss, emulated/wall s, bytes.
+
+    Example:
+        >>> tune_metrics({"iteration": 3, "t": 12.5, "wall_s": 4.0, "accuracy": 0.5, "loss": 1.2,
+        ...               "bytes_up": 10, "bytes_down": 20})["emulated_s"]
+        12.5
+    """
+    out: dict[str, Any] = {"global_iteration": int(row.get("iteration", 0))}
+    for key in ("accuracy", "loss"):  # Tune's progress table shows the first few columns: these first
+        value = row.get(key)
+        if value is not None and math.isfinite(float(value)):
+            out[key] = float(value)
+    out["emulated_s"] = float(row.get("t", 0.0))
+    out["wall_s"] = float(row.get("wall_s", 0.0))
+    out["bytes_up"] = int(row.get("bytes_up", 0) or 0)
+    out["bytes_down"] = int(row.get("bytes_down", 0) or 0)
+    return out
+
+
+def _stored_scenario(out: Path) -> dict[str, Any] | None:
+    from raysfl.config import read_toml
+
+    config = out / "config.toml"
+    if not config.is_file():
+        return None
+    doc = read_toml(config)
+    for key in ("run", "devices"):
+        doc.pop(key, None)
+    return doc
+
+
+def trial_state(out: Path, scenario_doc: dict[str, Any]) -> str:
+    """``"new"``, ``"finished"``, ``"checkpointed"`` or ``"partial"`` (module docstring).
+
+    Raises:
+        TrialDirError: ``out`` holds a finished run or checkpoints of another scenario.
+    """
+    from raysfl.engine.checkpoint import checkpoint_files, differences, fingerprint
+
+    if not out.exists():
+        return "new"
+    stored = _stored_scenario(out)
+    has_results = (out / "summary.json").is_file() or checkpoint_files(out / "checkpoints")
+    if stored is not None and has_results and fingerprint(stored) != fingerprint(scenario_doc):
+        diff = "; ".join(differences(stored, scenario_doc)[:4])
+        raise TrialDirError(
+            f"{out} holds a run of another scenario ({diff}); nothing was changed in it. Use another --out "
+            "for this sweep, or remove that directory."
+        )
+    summary = out / "summary.json"
+    if summary.is_file():
+        done = json.loads(summary.read_text())
+        if not done.get("interrupted"):
+            return "finished"
+    if checkpoint_files(out / "checkpoints"):
+        return "checkpointed"
+    return "partial"
+
+
+def run_trial(config: dict[str, Any], tasks: dict[str, TrialTask]) -> None:
+    """The Tune function trainable: run (or continue, or skip) the trial named by ``config["trial"]``."""
+    from ray import tune
+
+    from raysfl.engine.runner import run
+
+    task = tasks[config["trial"]]
+    if os.path.isdir(task.cwd):
+        os.chdir(task.cwd)
+    out = Path(task.out_dir)
+    state = trial_state(out, task.scenario)
+    if state == "finished":
+        rows = _metrics_rows(out)
+        tune.report(tune_metrics(rows[-1]) if rows else {"global_iteration": 0})
+        return
+    if state == "partial":
+        shutil.rmtree(out)
+    sc = scenario_from_dict(task.scenario)
+    summary = run(
+        sc,
+        out,
+        data_dir=task.data_dir,
+        resume=state == "checkpointed",
+        extra_sinks=[TuneSink(tune.report)],
+    )
+    if summary["interrupted"]:
+        raise KeyboardInterrupt(f"trial {task.name} was interrupted")
+
+
+def _metrics_rows(out: Path) -> list[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    path = out / "metrics.parquet"
+    return pq.read_table(path).to_pylist() if path.is_file() else []

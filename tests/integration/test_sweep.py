@@ -1,0 +1,182 @@
+"""`raysfl sweep` on real Ray Tune: trials equal plain runs, a SIGKILLed sweep resumes, failures recorded.
+
+Every trial is an ordinary raysfl run inside its own Tune placement group; these tests use a tiny synthetic
+scenario so a trial takes seconds.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from raysfl.cli import main
+from raysfl.sweep.execute import run_sweep
+from raysfl.sweep.spec import load_sweep
+
+BASE = """
+name = "tiny"
+seed = 11
+[data]
+dataset = "synthetic"
+partition = "shard"
+synthetic_train = 600
+synthetic_test = 200
+[model]
+name = "lenet5"
+[federation]
+num_clients = 10
+active_clients = 4
+[train]
+global_iterations = 3
+local_iterations = 3
+batch_size = 16
+[algorithm]
+name = "gas"
+[algorithm.params]
+q_s = 4
+q_c = 4
+[metrics]
+progress = false
+"""
+
+SWEEP = """
+base = "tiny.toml"
+[set]
+"engine.checkpoint_every" = 1
+[link.method]
+"algorithm.name" = ["gas", "fedavg"]
+"algorithm.params" = [{ q_s = 4, q_c = 4 }, {}]
+[grid]
+seed = [1, 2]
+"""
+TRIALS = ["gas_seed1", "gas_seed2", "fedavg_seed1", "fedavg_seed2"]
+
+
+def _rows(path: Path) -> list[dict]:
+    table = pq.read_table(path)
+    return table.drop([c for c in ("wall_s",) if c in table.column_names]).to_pylist()
+
+
+@pytest.fixture(scope="module")
+def sweep_file(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("sweep")
+    (root / "tiny.toml").write_text(BASE)
+    (root / "table.sweep.toml").write_text(SWEEP)
+    return root / "table.sweep.toml"
+
+
+@pytest.fixture(scope="module")
+def swept(sweep_file, tmp_path_factory) -> Path:
+    """The sweep run once through Ray Tune in this process (the shared local Ray of the test session)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=4, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+    out = tmp_path_factory.mktemp("swept") / "out"
+    result = run_sweep(load_sweep(sweep_file), out, verbose=0)
+    assert result.finished == TRIALS and not result.failed and not result.unfinished
+    return out
+
+
+def test_each_trial_is_exactly_the_run_of_its_scenario(ray_session, sweep_file, swept, tmp_path, capsys):
+    for trial, (method, seed) in zip(
+        TRIALS, [("gas", 1), ("gas", 2), ("fedavg", 1), ("fedavg", 2)], strict=True
+    ):
+        params = "algorithm.params={q_s=4,q_c=4}" if method == "gas" else "algorithm.params={}"
+        out = tmp_path / trial
+        argv = [
+            "run",
+            str(sweep_file.parent / "tiny.toml"),
+            f"algorithm.name={method}",
+            params,
+            f"seed={seed}",
+        ]
+        assert main([*argv, "engine.checkpoint_every=1", "--out", str(out)]) == 0
+        assert _rows(swept / trial / "metrics.parquet") == _rows(out / "metrics.parquet"), trial
+        assert _rows(swept / trial / "events.parquet") == _rows(out / "events.parquet"), trial
+        assert any((swept / trial / "tb").iterdir())  # TensorBoard per trial: `tensorboard --logdir OUT`
+    capsys.readouterr()
+    status = json.loads((swept / "sweep.json").read_text())
+    assert [t["status"] for t in status["trials"].values()] == ["finished"] * 4
+    # Tune saw each evaluation: its result files hold the iteration, accuracy, emulated and wall time
+    results = [
+        json.loads(line) for line in (swept / "_tune" / "gas_seed1" / "result.json").read_text().splitlines()
+    ]
+    assert [r["global_iteration"] for r in results] == [0, 1, 2, 3]
+    assert {"accuracy", "emulated_s", "wall_s"} <= results[-1].keys()
+    final = pq.read_table(swept / "gas_seed1" / "metrics.parquet").to_pylist()[-1]
+    assert results[-1]["accuracy"] == final["accuracy"] and results[-1]["emulated_s"] == final["t"]
+
+
+def test_a_sweep_in_a_used_directory_is_refused(ray_session, sweep_file, swept, capsys):
+    assert main(["sweep", str(sweep_file), "--out", str(swept)]) == 2
+    assert (
+        "already holds a sweep; nothing was changed in it. Continue it with --resume"
+        in capsys.readouterr().err
+    )
+
+
+def _spawn(argv: list[str], log: Path) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen(
+        [sys.executable, "-m", "raysfl.cli", *argv], stdout=log.open("w"), stderr=subprocess.STDOUT, env=env
+    )
+
+
+def test_a_sigkilled_sweep_resumes_without_rerunning_finished_trials(sweep_file, swept, tmp_path):
+    out = tmp_path / "out"
+    log = tmp_path / "first.log"
+    proc = _spawn(["sweep", str(sweep_file), "--out", str(out)], log)
+    deadline = time.monotonic() + 240
+    try:
+        while not (out / TRIALS[0] / "summary.json").is_file():
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "the first trial did not finish in time"
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    time.sleep(2)  # the orphaned trial processes notice their raylet is gone
+    first = {p: p.stat().st_mtime_ns for p in (out / TRIALS[0]).rglob("*") if p.is_file()}
+    resumed = subprocess.run(
+        [sys.executable, "-m", "raysfl.cli", "sweep", str(sweep_file), "--out", str(out), "--resume"],
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert first == {p: p.stat().st_mtime_ns for p in (out / TRIALS[0]).rglob("*") if p.is_file()}
+    status = json.loads((out / "sweep.json").read_text())
+    assert [t["status"] for t in status["trials"].values()] == ["finished"] * 4
+    for trial in TRIALS:  # whatever was cut short continued or restarted to the uninterrupted result
+        assert _rows(out / trial / "metrics.parquet") == _rows(swept / trial / "metrics.parquet"), trial
+
+
+def test_a_failing_trial_is_recorded_and_the_others_go_on(ray_session, sweep_file, tmp_path, capsys):
+    sweep = tmp_path / "faulty.sweep.toml"
+    sweep.write_text(
+        f'base = "{sweep_file.parent / "tiny.toml"}"\n'
+        '[set]\n"engine.kill_pool_at_iteration" = 1\n'
+        '[grid]\n"engine.max_restarts" = [0, 1]\n'
+    )
+    out = tmp_path / "out"
+    assert main(["sweep", str(sweep), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "sweep: trial max_restarts0 failed: RunFailedError:" in err
+    assert "gave up after engine.max_restarts = 0" in err
+    assert "1 trial(s) failed: max_restarts0" in err
+    status = json.loads((out / "sweep.json").read_text())["trials"]
+    assert (
+        status["max_restarts0"]["status"] == "failed" and "RunFailedError" in status["max_restarts0"]["error"]
+    )
+    assert status["max_restarts1"]["status"] == "finished"
+    assert main(["report", str(out), "--out", str(tmp_path / "rep")]) == 0
+    assert "skipped" in capsys.readouterr().err
+    text = (tmp_path / "rep" / "report.md").read_text()
+    assert "max_restarts0`: failed: RunFailedError" in text

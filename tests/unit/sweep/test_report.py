@@ -1,0 +1,179 @@
+"""`raysfl report`: grouping by everything but the seed, mean ± std and time to target by hand, figures."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from raysfl.cli import main
+from raysfl.config import dumps_toml
+from raysfl.report.figures import accuracy_figure
+from raysfl.report.markdown import group_stats, method_labels
+from raysfl.report.runs import find_runs, group_runs, mean_curve
+
+
+def _scenario(algorithm: str, seed: int, partition: str = "shard", params: dict | None = None) -> dict:
+    return {
+        "name": f"{algorithm}-{seed}",
+        "seed": seed,
+        "data": {"dataset": "fashion-mnist", "partition": partition},
+        "algorithm": {"name": algorithm, "params": params or {}},
+        "engine": {"pools": seed},  # engine.* never splits a group
+        "reference": {"accuracy": 90.66, "std": 0.2, "source": "GAS Table 1"} if algorithm == "gas" else {},
+    }
+
+
+def make_run(root: Path, name: str, scenario: dict, curve: list[tuple[int, float, float]], **summary) -> Path:
+    """A finished run directory with evaluations (iteration, emulated s, accuracy), 1 MiB up per iteration."""
+    out = root / name
+    out.mkdir(parents=True)
+    doc = dict(scenario)
+    doc["run"] = {"raysfl_version": "0.1.0", "commit": "abc123"}
+    (out / "config.toml").write_text(dumps_toml(doc))
+    rows = {
+        "iteration": [it for it, _, _ in curve],
+        "t": [t for _, t, _ in curve],
+        "wall_s": [0.5 * it for it, _, _ in curve],
+        "accuracy": [acc for _, _, acc in curve],
+        "bytes_up": [it * 2**20 for it, _, _ in curve],
+        "bytes_down": [it * 2**19 for it, _, _ in curve],
+    }
+    pq.write_table(pa.table(rows), out / "metrics.parquet")
+    accs = [acc for _, _, acc in curve]
+    body = {
+        "final_accuracy": accs[-1],
+        "best_accuracy": max(accs),
+        "bytes_up": rows["bytes_up"][-1],
+        "bytes_down": rows["bytes_down"][-1],
+        "wall_s": rows["wall_s"][-1],
+        "interrupted": False,
+    }
+    body.update(summary)
+    (out / "summary.json").write_text(json.dumps(body))
+    return out
+
+
+@pytest.fixture
+def runs(tmp_path):
+    root = tmp_path / "runs"
+    make_run(root, "gas_s1", _scenario("gas", 1), [(0, 0.0, 0.1), (1, 10.0, 0.5), (2, 20.0, 0.7)])
+    make_run(root, "gas_s2", _scenario("gas", 2), [(0, 0.0, 0.1), (1, 12.0, 0.65), (2, 24.0, 0.8)])
+    make_run(root, "gas_s3", _scenario("gas", 3), [(0, 0.0, 0.1), (1, 8.0, 0.3), (2, 16.0, 0.45)])
+    make_run(root, "fedavg_s1", _scenario("fedavg", 1), [(0, 0.0, 0.1), (1, 30.0, 0.4), (2, 60.0, 0.62)])
+    make_run(root, "fedavg_s2", _scenario("fedavg", 2), [(0, 0.0, 0.1), (1, 40.0, 0.35), (2, 80.0, 0.5)])
+    make_run(root, "gas_iid", _scenario("gas", 1, "iid"), [(0, 0.0, 0.1), (1, 10.0, 0.8), (2, 20.0, 0.9)])
+    unfinished = make_run(root, "gas_s4", _scenario("gas", 4), [(0, 0.0, 0.1)])
+    (unfinished / "summary.json").unlink()
+    make_run(root, "gas_s5", _scenario("gas", 5), [(0, 0.0, 0.1)], interrupted=True)
+    return root
+
+
+def test_groups_by_everything_but_the_seed_and_skips_unfinished_runs(runs):
+    found, skipped = find_runs([runs])
+    groups = group_runs(found)
+    assert [sorted(r.path.name for r in g.runs) for g in groups] == [
+        ["fedavg_s1", "fedavg_s2"],
+        ["gas_iid"],
+        ["gas_s1", "gas_s2", "gas_s3"],
+    ]
+    assert sorted((p.name, why) for p, why in skipped) == [
+        ("gas_s4", "unfinished (no summary.json)"),
+        ("gas_s5", "interrupted"),
+    ]
+
+
+def test_mean_std_and_time_to_target_equal_a_hand_computation(runs):
+    groups = {g.runs[0].path.name: g for g in group_runs(find_runs([runs])[0])}
+    gas = group_stats(groups["gas_s1"], target=0.6)
+    assert gas.n == 3
+    assert gas.final[0] == pytest.approx((0.7 + 0.8 + 0.45) / 3)
+    mean = (0.7 + 0.8 + 0.45) / 3
+    assert gas.final[1] == pytest.approx(
+        math.sqrt(((0.7 - mean) ** 2 + (0.8 - mean) ** 2 + (0.45 - mean) ** 2) / 2)
+    )
+    # seed 1 reaches 60 % at its 2nd evaluation (20 s), seed 2 at its 1st (12 s), seed 3 never
+    assert gas.reached == 2 and gas.to_target[0] == pytest.approx(16.0)
+    assert gas.to_target[1] == pytest.approx(math.sqrt(((20 - 16) ** 2 + (12 - 16) ** 2) / 1))
+    assert gas.mib_up == pytest.approx(2.0) and gas.mib_down == pytest.approx(1.0)
+    by_iteration = group_stats(groups["gas_s1"], target=0.6, x="iteration")
+    assert by_iteration.to_target[0] == pytest.approx(1.5)  # iterations 2 and 1
+    fedavg = group_stats(groups["fedavg_s1"], target=0.6)
+    assert fedavg.reached == 1 and fedavg.to_target == (60.0, None)  # one seed: no std
+    single = group_stats(groups["gas_iid"], target=None)
+    assert single.final == (0.9, None) and single.reached == 0
+
+
+def test_mean_curve_interpolates_seeds_onto_one_grid():
+    a = (np.array([0.0, 10.0, 20.0]), np.array([0.1, 0.5, 0.7]))
+    b = (np.array([0.0, 12.0, 24.0]), np.array([0.1, 0.65, 0.8]))
+    grid, mean, low, high = mean_curve([a, b])
+    assert list(grid) == [0.0, 10.0, 12.0, 20.0]  # stops where the shorter seed ends
+    # at x = 10: a = 0.5, b = 0.1 + 0.55·10/12
+    b10 = 0.1 + 0.55 * 10 / 12
+    assert mean[1] == pytest.approx((0.5 + b10) / 2) and low[1] == pytest.approx(min(0.5, b10))
+    assert high[3] == pytest.approx(max(0.7, 0.65 + 0.15 * 8 / 12))
+
+
+def test_the_figure_has_one_line_and_one_band_per_method(runs):
+    groups = [g for g in group_runs(find_runs([runs])[0]) if g.scenario["data"]["partition"] == "shard"]
+    names = method_labels(groups)
+    fig = accuracy_figure(groups, [names[id(g)] for g in groups], "emulated", "shard")
+    (ax,) = fig.axes
+    lines = ax.get_lines()
+    assert [line.get_label() for line in lines] == ["fedavg (n=2)", "gas (n=3)"]
+    assert len(ax.collections) == 2  # the min–max bands
+    assert ax.get_xlabel() == "emulated time (s)" and ax.get_ylabel() == "test accuracy (%)"
+    gas_x, gas_y = lines[1].get_data()
+    assert list(gas_x) == [0.0, 8.0, 10.0, 12.0, 16.0]
+    assert gas_y[0] == pytest.approx(10.0)  # percent
+    band = ax.collections[1].get_paths()[0].vertices
+    assert band[:, 1].max() == pytest.approx(100 * (0.65 + 0.15 * 4 / 12))  # seed 2 at 16 s, interpolated
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["fedavg (n=2)", "gas (n=3)"]
+    w, h = fig.get_size_inches() * fig.dpi
+    assert 600 <= w <= 900 and 400 <= h <= 600
+
+
+def test_method_labels_name_variants_of_one_method_only():
+    from raysfl.report.runs import Group
+
+    groups = [
+        Group("a", {"algorithm": {"name": "gas", "params": {"generate": True, "q_s": 4}}}),
+        Group("b", {"algorithm": {"name": "gas", "params": {"generate": False, "q_s": 4}}}),
+        Group("c", {"algorithm": {"name": "fedavg", "params": {}}}),
+    ]
+    assert list(method_labels(groups).values()) == ["gas (generate=True)", "gas (generate=False)", "fedavg"]
+
+
+def test_report_md_has_a_row_per_group_and_embeds_the_figures(runs, tmp_path, capsys):
+    out = tmp_path / "rep"
+    assert main(["report", str(runs), "--out", str(out), "--target", "0.6"]) == 0
+    text = (out / "report.md").read_text()
+    assert (
+        "| data.partition=shard | gas | 3 | 65.00 ± 18.03 | 65.00 ± 18.03 | 90.66 ± 0.20 (GAS Table 1) "
+        "| 16.0 ± 5.7 (2/3)" in text
+    )
+    assert "| data.partition=iid | gas | 1 | 90.00 | 90.00 |" in text
+    assert "| data.partition=shard | fedavg | 2 | 56.00 ± 8.49 |" in text
+    assert "raysfl 0.1.0 at commit abc123" in text
+    pngs = sorted(p.name for p in out.glob("*.png"))
+    assert len(pngs) == 6  # 2 settings × (emulated, iteration, bytes)
+    for name in pngs:
+        assert f"]({name})" in text
+    assert "gas_s4`: unfinished" in text
+    err = capsys.readouterr().err
+    assert "skipped" in err and "gas_s5: interrupted" in err
+
+
+def test_report_errors_exit_2(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["report", str(empty)]) == 2
+    assert "no finished runs" in capsys.readouterr().err
+    assert main(["report", str(tmp_path / "missing")]) == 2
+    assert "no such directory" in capsys.readouterr().err
+    assert main(["report", str(empty), "--target", "60"]) == 2
+    assert "--target: 60.0 must be an accuracy in (0, 1]" in capsys.readouterr().err

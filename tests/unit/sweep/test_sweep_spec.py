@@ -1,0 +1,185 @@
+"""Sweep files: expansion into trials, names, linked axes, resources, and every bad input listed at once."""
+
+from pathlib import Path
+
+import pytest
+
+from raysfl.cli import main
+from raysfl.config import ConfigError
+from raysfl.sweep.resources import trial_resources
+from raysfl.sweep.spec import load_sweep, set_dotted
+
+TINY = """
+name = "tiny"
+seed = 11
+[data]
+dataset = "synthetic"
+partition = "shard"
+synthetic_train = 600
+synthetic_test = 200
+[model]
+name = "lenet5"
+[federation]
+num_clients = 10
+active_clients = 4
+[train]
+global_iterations = 2
+local_iterations = 3
+batch_size = 16
+[algorithm]
+name = "gas"
+[algorithm.params]
+q_s = 4
+q_c = 4
+[metrics]
+progress = false
+"""
+
+GOOD = """
+base = "scen/tiny.toml"
+[set]
+"train.global_iterations" = 3
+[link.method]
+"algorithm.name" = ["gas", "fedavg"]
+"algorithm.params" = [{ q_s = 4, q_c = 4 }, {}]
+[grid]
+seed = [1, 2, 3]
+"train.lr" = [0.01, 0.05]
+"""
+
+
+def _write(tmp_path: Path, sweep: str, name: str = "s.toml") -> Path:
+    (tmp_path / "scen").mkdir(exist_ok=True)
+    (tmp_path / "scen" / "tiny.toml").write_text(TINY)
+    path = tmp_path / name
+    path.write_text(sweep)
+    return path
+
+
+def test_the_product_of_axes_in_file_order_with_readable_names(tmp_path):
+    sweep = load_sweep(_write(tmp_path, GOOD))
+    names = [t.name for t in sweep.trials]
+    assert len(names) == 2 * 3 * 2
+    assert names[:3] == ["gas_seed1_lr0.01", "gas_seed1_lr0.05", "gas_seed2_lr0.01"]
+    assert names[-1] == "fedavg_seed3_lr0.05"
+    last = sweep.trials[-1].scenario
+    assert (last.algorithm.name, last.seed, last.train.lr) == ("fedavg", 3, 0.05)
+    assert last.train.global_iterations == 3  # [set] applies to every trial
+    assert last.name == "fedavg_seed3_lr0.05"
+    first = sweep.trials[0].scenario
+    assert first.params.q_s == 4 and first.data.synthetic_train == 600  # the base is kept elsewhere
+
+
+def test_linked_axes_change_together_and_labels_name_them(tmp_path):
+    text = GOOD.replace("[link.method]\n", '[link.method]\nlabel = ["GAS", "FedAvg+"]\n')
+    sweep = load_sweep(_write(tmp_path, text))
+    assert {t.name.split("_")[0] for t in sweep.trials} == {"GAS", "FedAvg"}  # '+' is not a safe character
+    for t in sweep.trials:
+        algo = dict(t.assignments)["algorithm.name"]
+        assert t.scenario.algorithm.name == algo
+        assert (t.scenario.algorithm.params == {}) == (algo == "fedavg")
+
+
+def test_set_dotted_replaces_whole_tables():
+    doc = {"algorithm": {"name": "gas", "params": {"q_s": 4}}}
+    set_dotted(doc, "algorithm.params", {})
+    set_dotted(doc, "train.lr", 0.1)
+    assert doc == {"algorithm": {"name": "gas", "params": {}}, "train": {"lr": 0.1}}
+    with pytest.raises(ValueError, match="not a table"):
+        set_dotted(doc, "algorithm.name.x", 1)
+
+
+def _problems(tmp_path, text) -> list[str]:
+    with pytest.raises(ConfigError) as err:
+        load_sweep(_write(tmp_path, text))
+    return err.value.problems
+
+
+def test_every_problem_of_a_bad_sweep_is_listed_at_once(tmp_path):
+    text = """
+base = "scen/tiny.toml"
+bogus = 1
+[grid]
+seed = []
+"algorithm.name" = ["gas", "fedavg"]
+[link.data]
+"data.dataset" = ["synthetic", "mnist"]
+"model.name" = ["lenet5"]
+"""
+    problems = _problems(tmp_path, text)
+    joined = "\n".join(problems)
+    assert "bogus: unknown key of a sweep file" in joined
+    assert "grid.seed: empty axis" in joined
+    assert "link.data: linked axes must have the same length; data.dataset has 2, model.name has 1" in joined
+
+
+def test_a_grid_value_invalid_for_one_method_names_the_trial_and_the_field(tmp_path):
+    text = 'base = "scen/tiny.toml"\n[grid]\n"algorithm.name" = ["gas", "fedavg"]\nseed = [1, 2]\n'
+    problems = _problems(tmp_path, text)
+    assert len(problems) == 2  # said once per problem, naming the trials that have it
+    assert problems[0].startswith("trial fedavg_seed1, fedavg_seed2: algorithm.params.q_s: unknown key")
+    assert problems[1].startswith("trial fedavg_seed1, fedavg_seed2: algorithm.params.q_c: unknown key")
+
+
+def test_a_missing_base_and_a_shared_problem_are_reported(tmp_path):
+    assert "base: scenario 'nope.toml' not found" in _problems(tmp_path, 'base = "nope.toml"\n')[0]
+    problems = _problems(tmp_path, 'base = "scen/tiny.toml"\n[set]\n"train.lrr" = 1\n[grid]\nseed = [1, 2]\n')
+    assert problems == ["every trial: train.lrr: unknown key (did you mean 'lr'?)"]
+
+
+def test_bad_sweep_files_exit_2_naming_the_field(tmp_path, capsys):
+    cases = {
+        "unknown.toml": ('base = "scen/tiny.toml"\nbogus = 1\n', "bogus: unknown key"),
+        "empty.toml": ('base = "scen/tiny.toml"\n[grid]\nseed = []\n', "grid.seed: empty axis"),
+        "method.toml": (
+            'base = "scen/tiny.toml"\n[grid]\n"algorithm.name" = ["gas", "fedavg"]\n',
+            "trial fedavg: algorithm.params.q_s: unknown key",
+        ),
+        "base.toml": ('base = "missing.toml"\n', "base: scenario 'missing.toml' not found"),
+        "linked.toml": (
+            'base = "scen/tiny.toml"\n[link.m]\n"algorithm.name" = ["gas"]\nseed = [1, 2]\n',
+            "link.m: linked axes must have the same length",
+        ),
+        "malformed.toml": ("base = \n", "malformed TOML"),
+    }
+    for name, (text, expected) in cases.items():
+        path = _write(tmp_path, text, name)
+        for extra in ([], ["--dry-run"]):
+            assert main(["sweep", str(path), *extra]) == 2, name
+            err = capsys.readouterr().err
+            assert expected in err and "Traceback" not in err, (name, err)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_dry_run_lists_trials_and_resources_without_running(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = _write(tmp_path, GOOD)
+    assert main(["sweep", str(path), "--dry-run", "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "12 trials of tiny.toml" in out
+    assert (
+        "gas_seed1_lr0.01: algorithm.name = 'gas', algorithm.params = {'q_s': 4, 'q_c': 4}, seed = 1" in out
+    )
+    assert out.count("resources: driver") == 12
+    assert not (tmp_path / "out").exists() and not (tmp_path / "runs").exists()
+
+
+def test_resources_one_bundle_per_actor_scaled_to_fit_a_small_machine(tmp_path):
+    sweep = load_sweep(_write(tmp_path, GOOD.replace("[set]", '[set]\n"engine.pools" = 2')))
+    sc = sweep.trials[0].scenario
+    big = trial_resources(sc, {"CPU": 16.0})
+    assert big.bundles == ({"CPU": 0.5}, {"CPU": 2.0}, {"CPU": 1.0}, {"CPU": 1.0}) and big.scale == 1.0
+    gpu = trial_resources(sc, {"CPU": 16.0, "GPU": 2.0})
+    assert gpu.bundles[1] == {"CPU": 2.0, "GPU": 1.0} and gpu.gpus == 1.0
+    small = trial_resources(sc, {"CPU": 2.0})
+    assert small.scale == pytest.approx(2.0 / 4.5)
+    assert small.cpus <= 2.0 and small.cpus == pytest.approx(2.0, abs=1e-3)
+    assert [b["CPU"] for b in small.bundles] == pytest.approx([0.2222, 0.8888, 0.4444, 0.4444], abs=1e-4)
+    assert "scaled" in small.describe() and "2×pool" in small.describe()
+
+
+def test_every_shipped_sweep_validates(tmp_path):
+    root = Path(__file__).resolve().parents[3] / "scenarios"
+    for path in sorted(root.rglob("*.sweep.toml")):
+        sweep = load_sweep(path)
+        assert sweep.trials, path
