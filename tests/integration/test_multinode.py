@@ -39,3 +39,50 @@ def test_two_raylets_give_the_single_process_result(two_node_cluster, tmp_path):
         pq.read_table(out / "events.parquet").to_pylist()
         == pq.read_table(local / "events.parquet").to_pylist()
     )
+
+
+@pytest.fixture
+def two_roomy_nodes():
+    """Two raylets of 3 CPUs: room for one 2.5-CPU sweep trial on each."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 3})
+    cluster.add_node(num_cpus=3)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
+
+
+def test_two_concurrent_sweep_trials_land_on_different_nodes(two_roomy_nodes, tmp_path):
+    """Each trial's placement group (driver 0.5 + server 1 + pool 1 CPU) packs onto one node."""
+    import json
+
+    from raysfl.config import dumps_toml
+    from raysfl.sweep.execute import run_sweep
+    from raysfl.sweep.spec import load_sweep
+
+    (tmp_path / "tiny.toml").write_text(dumps_toml(TINY))
+    sweep = tmp_path / "two.sweep.toml"
+    sweep.write_text('base = "tiny.toml"\n[set]\n"engine.server_threads" = 1\n[grid]\nseed = [1, 2]\n')
+    result = run_sweep(load_sweep(sweep), tmp_path / "out", max_concurrent=2, verbose=0)
+    assert result.finished == ["seed1", "seed2"]
+    nodes = []
+    for trial in result.finished:
+        placement = json.loads((tmp_path / "out" / trial / "summary.json").read_text())["placement"]
+        used = {placement["node_id"], *placement["pool_nodes"]}
+        assert len(used) == 1, f"trial {trial} was split over nodes: {placement}"
+        nodes.append(used.pop())
+    assert nodes[0] != nodes[1], "both trials were packed onto one node"
+    # the two trials ran at the same time (each reports its start in Tune's result files)
+    spans = []
+    for trial in result.finished:
+        lines = (tmp_path / "out" / "_tune" / trial / "result.json").read_text().splitlines()
+        stamps = [json.loads(line)["timestamp"] for line in lines]
+        first = json.loads(lines[0])
+        spans.append((stamps[0] - first["time_this_iter_s"], stamps[-1]))
+    assert spans[0][0] < spans[1][1] and spans[1][0] < spans[0][1], f"trials did not overlap: {spans}"
