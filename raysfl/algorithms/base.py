@@ -24,6 +24,10 @@ class AlgorithmSpec:
     make_server: Any = None  # (setup, model, test_x, test_y, seed, device) -> server logic (server actor)
     make_policy: Any = None  # (setup, time_model, model_profile, rng) -> policy (coordinator)
     validate: Any = None  # (scenario, params) -> list of problems naming fields, for cross-section rules
+    # every class (besides ``params`` and the engine's own) whose instances the policy, client logic, client
+    # states or server logic keep between calls: the only classes a checkpoint may recreate
+    # (``raysfl.engine.snapshot.state_classes``); one missing here makes checkpointing fail, naming it
+    state_classes: tuple[type, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,12 @@ if it had never stopped:
     (the sealed event-log segments, the TensorBoard history).
 
 It is written with :func:`raysfl.engine.snapshot.save_tree` and read with ``torch.load(weights_only=True)``:
-plain data and tensors, no code. It also stores the resolved scenario and its fingerprint, so
+plain data and tensors, no code. A file that references code, or whose trees name a class outside the
+snapshot allow-list (:func:`raysfl.engine.snapshot.check_tree`), is refused before anything is built from
+it; a file that cannot be read (a torn write) is passed over for the one before, with a note on stderr.
+The checkpoint taken at the event that stopped the run records that, so resuming from it ends there too
+(the run never goes past its budget); resuming a run that finished (``summary.json`` says so) changes
+nothing. It also stores the resolved scenario and its fingerprint, so
 ``raysfl run --resume RUN_DIR`` needs no scenario file and a checkpoint of another scenario is refused.
 The fingerprint leaves out the ``engine`` and ``metrics`` sections: those do not change results, so a
 run may resume on another number of pools or with TensorBoard switched off.
@@ -20,17 +25,25 @@ run may resume on another number of pools or with TensorBoard switched off.
 from __future__ import annotations
 
 import hashlib
+import json
+import pickle
+import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from raysfl.config import dumps_toml
 from raysfl.engine.clock import RealtimeClock
-from raysfl.engine.snapshot import SnapshotError, capture, load_tree, rebuild, save_tree
+from raysfl.engine.snapshot import SnapshotError, capture, check_tree, load_tree, rebuild, save_tree
 
 FORMAT = 1
 SCENARIO_FILE = "scenario.toml"  # the resolved scenario, beside the checkpoints (read by --resume)
+SUMMARY_FILE = "summary.json"  # written when a run ends (runner.run)
 NOT_RESULT_SECTIONS = ("engine", "metrics", "name")
+TREE_KEYS = ("queue", "totals", "policy", "backend", "sinks")  # the snapshot trees of a checkpoint
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_UNSAFE_ADVICE = ("weights_only", "safe_globals", "trust")  # torch's advice to load code: never repeated
 
 
 class CheckpointError(RuntimeError):
@@ -64,20 +77,61 @@ def checkpoint_files(ck_dir: Path) -> list[Path]:
     return sorted(ck_dir.glob("ckpt-*.pt")) if ck_dir.is_dir() else []
 
 
+def _load_problem(err: Exception) -> tuple[str, bool]:
+    """What went wrong reading a checkpoint, in one line, and whether the file references code.
+
+    torch's own message advises loading the file with ``weights_only=False`` or allow-listing its globals;
+    that would run whatever the file names, so those sentences are left out.
+    """
+    text = _ANSI.sub("", str(err))
+    code = isinstance(err, pickle.UnpicklingError) and "GLOBAL" in text
+    detail = text.split("WeightsUnpickler error:", 1)[1] if "WeightsUnpickler error:" in text else text
+    line = next((ln.strip() for ln in detail.splitlines() if ln.strip()), "")
+    sentences = re.split(r"(?<=\.)\s+", line)
+    kept = [x for x in sentences if not any(word in x for word in _UNSAFE_ADVICE)]
+    return f"{type(err).__name__}: {kept[0][:200] if kept else ''}".rstrip(": "), code
+
+
+def _refuse(path: Path, why: str) -> CheckpointError:
+    return CheckpointError(
+        f"{path}: refused: {why}. raysfl writes only plain data and its own state classes into checkpoints, "
+        "so this file was not written by raysfl (or by a raysfl version with other state classes); it was "
+        "not used and nothing was run or changed. Remove it to resume from an earlier checkpoint, or run the "
+        "scenario into a new --out directory."
+    )
+
+
 def load_latest(ck_dir: Path) -> dict[str, Any] | None:
-    """The newest readable checkpoint (a damaged newest file falls back to the one before); ``None``: none."""
+    """The newest readable checkpoint; ``None``: none.
+
+    A damaged newest file (unreadable, or not a checkpoint) falls back to the one before, saying so on
+    stderr. A file that references code or names a class outside the snapshot allow-list is refused
+    (:class:`CheckpointError`): that is not damage, and nothing is built from it.
+    """
     problems = []
     for path in reversed(checkpoint_files(ck_dir)):
         try:
             ck = load_tree(path)
         except Exception as err:  # noqa: BLE001 - any unreadable file: report and try the previous one
-            first = str(err).splitlines()[0] if str(err) else ""
-            problems.append(f"{path.name}: {type(err).__name__}: {first}")
+            problem, code = _load_problem(err)
+            if code:
+                raise _refuse(path, f"it references Python code ({problem})") from None
+            problems.append(f"{path.name}: {problem}")
             continue
         if not isinstance(ck, dict) or ck.get("format") != FORMAT:
             problems.append(f"{path.name}: not a raysfl checkpoint of format {FORMAT}")
             continue
+        try:
+            check_tree({k: ck.get(k) for k in TREE_KEYS})
+        except SnapshotError as err:
+            raise _refuse(path, str(err)) from None
         ck["path"] = str(path)
+        if problems:
+            print(
+                f"raysfl: passing over damaged checkpoint(s) in {ck_dir} ({'; '.join(problems)}); "
+                f"resuming from {path.name}",
+                file=sys.stderr,
+            )
         return ck
     if problems:
         raise CheckpointError(
@@ -106,6 +160,20 @@ def require_checkpoint(run_dir: Path) -> dict[str, Any]:
     ck = load_latest(require_checkpoint_dir(run_dir))
     assert ck is not None  # load_latest raises when files exist but none is readable
     return ck
+
+
+def finished_summary(run_dir: Path) -> dict[str, Any] | None:
+    """The ``summary.json`` of a run that ended (its budget, its time limit, no events left); else ``None``.
+
+    A run stopped by ^C writes a summary marked ``interrupted``: it can still be continued.
+    """
+    try:
+        summary = json.loads((run_dir / SUMMARY_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(summary, dict) or summary.get("interrupted", True):
+        return None
+    return summary
 
 
 def check_same_scenario(ck: dict[str, Any], scenario_doc: dict[str, Any], where: str) -> None:
@@ -171,6 +239,7 @@ class Checkpointer:
                 "iteration": iteration,
                 "next_at": self.next_at,
                 "t": coordinator.clock.now,
+                "stopped": coordinator.stopped,  # taken at the event that stopped the run: it ends here
                 "queue": capture(coordinator.queue.snapshot()),
                 "totals": capture(coordinator.totals),
                 "policy": capture(coordinator.policy, self.externals),
@@ -192,15 +261,23 @@ class Checkpointer:
         return [s for s in self.sinks if hasattr(s, "checkpoint")]
 
     def restore(self, coordinator: Any, ck: dict[str, Any]) -> None:
-        """Put the coordinator (clock, heap, totals, policy, workers, sinks) back to checkpoint ``ck``."""
+        """Put the coordinator (clock, heap, totals, policy, workers, sinks) back to checkpoint ``ck``.
+
+        A checkpoint taken at the event that stopped the run restores the coordinator as stopped, so the
+        resumed run ends exactly where the uninterrupted one did.
+        """
         coordinator.clock.now = float(ck["t"])
         if isinstance(coordinator.clock, RealtimeClock):
             coordinator.clock.start_wall -= ck["t"] / coordinator.clock.time_scale
-        coordinator.queue.restore(rebuild(ck["queue"]))
-        coordinator.totals = rebuild(ck["totals"])
-        coordinator.policy = rebuild(ck["policy"], self.externals, target=coordinator.policy)
-        coordinator.dispatcher.restore(ck["backend"])
-        sink_states = rebuild(ck["sinks"])
+        try:
+            coordinator.queue.restore(rebuild(ck["queue"]))
+            coordinator.totals = rebuild(ck["totals"])
+            coordinator.policy = rebuild(ck["policy"], self.externals, target=coordinator.policy)
+            coordinator.dispatcher.restore(ck["backend"])
+            sink_states = rebuild(ck["sinks"])
+        except SnapshotError as err:
+            raise CheckpointError(f"cannot restore {ck.get('path', 'the checkpoint')}: {err}") from None
+        coordinator.stopped = bool(ck.get("stopped", False))
         for sink in self.sinks:
             if hasattr(sink, "resume"):
                 sink.resume(sink_states.get(type(sink).__name__), coordinator.totals.evals)

@@ -2,9 +2,15 @@
 
 :func:`capture` turns an object graph into a tree of plain data and tensors — the only types
 ``torch.load(weights_only=True)`` accepts — and :func:`rebuild` turns such a tree back into objects.
-Nothing in a checkpoint can run code when it is loaded: classes are named by their import path and only
-classes defined in the ``raysfl`` package are recreated (with ``object.__new__``, never their
-constructors or ``__setstate__``), so a checkpoint file is as safe to open as a scenario file.
+Nothing in a checkpoint can run code when it is loaded. Objects are recreated only from an allow-list of
+*state classes* (:func:`state_classes`): the engine's own (:func:`engine_state_classes`) and, for every
+registered method, its ``Params`` class and the classes it declares in ``AlgorithmSpec.state_classes``.
+A class is named by ``module:qualname`` and looked up in that list, never imported or reached through
+attributes; it is created with ``object.__new__`` and its fields set with ``object.__setattr__``, never
+through its constructor, ``__setstate__`` or a finaliser (a state class may not define ``__del__``).
+Optimizers are recreated only as one of :data:`OPTIMIZERS`, numpy bit generators only as one of
+:data:`BIT_GENERATORS`. A checkpoint naming anything else is refused (:func:`check_tree` finds it before a
+run touches anything), so a checkpoint file is as safe to open as a scenario file.
 
 What the tree keeps:
     * identity: an object reachable twice (a tensor held by a dict and by an optimizer) is stored once
@@ -31,9 +37,10 @@ from __future__ import annotations
 import collections
 import enum
 import functools
-import importlib
 import os
+import sys
 import types
+from collections.abc import Iterable
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -41,9 +48,20 @@ import numpy as np
 import torch
 from torch import nn
 
-ALLOWED_PREFIX = "raysfl."
 _CODE = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial)
 _PRIMITIVES = (str, int, float, bool, type(None))
+
+OPTIMIZERS: tuple[type[torch.optim.Optimizer], ...] = (torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW)
+"""The optimizer classes a snapshot may recreate (the ones ``raysfl.algorithms`` builds, and AdamW)."""
+
+BIT_GENERATORS: dict[str, type[np.random.BitGenerator]] = {
+    g.__name__: g for g in (np.random.PCG64, np.random.PCG64DXSM, np.random.Philox, np.random.SFC64,
+                            np.random.MT19937)
+}  # fmt: skip
+"""The numpy bit generators a snapshot may recreate, by the name their state carries."""
+
+_NUMPY_SCALAR_KINDS = "biufc?"  # bool, integers, floats, complex: no object or string scalars
+_TREE_CLASS_NODES = ("obj", "enum", "optim")
 
 
 class SnapshotError(RuntimeError):
@@ -54,17 +72,113 @@ def _class_path(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def _load_class(path: str, where: str, optimizer: bool = False) -> type:
-    module, _, qualname = path.partition(":")
-    allowed = module.startswith(ALLOWED_PREFIX) or (optimizer and module.startswith("torch.optim."))
-    if not allowed:
-        raise SnapshotError(f"{where}: class {path} is outside the raysfl package; refusing to load it")
-    obj: Any = importlib.import_module(module)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    if not isinstance(obj, type):
-        raise SnapshotError(f"{where}: {path} is not a class")
-    return obj
+def _defined_in_its_module(cls: type) -> bool:
+    """Whether ``cls`` is what its module's namespace holds under its qualified name (no aliases, no locals).
+
+    The lookup reads namespaces (``vars``) only: it never follows an attribute into another module.
+    """
+    module = sys.modules.get(cls.__module__)
+    if module is None or "<locals>" in cls.__qualname__:
+        return False
+    obj: Any = module
+    for part in cls.__qualname__.split("."):
+        obj = vars(obj).get(part)
+        if obj is None:
+            return False
+    return obj is cls
+
+
+def check_state_class(cls: Any, declared_by: str) -> type:
+    """``cls`` if it may be a state class, else a :class:`SnapshotError` naming ``declared_by``.
+
+    A state class is a plain class defined at its module's top level (or nested in such a class), not an
+    exception, module, optimizer or protocol, without a finaliser (``__del__``) and without its own
+    ``__new__`` (enums excepted: they are restored by value): a snapshot creates it with ``object.__new__``
+    and sets its fields, and nothing of it runs when it is restored or freed.
+    """
+    if not isinstance(cls, type):
+        raise SnapshotError(f"{declared_by}: {cls!r} is not a class")
+    name = _class_path(cls)
+    if not _defined_in_its_module(cls):
+        raise SnapshotError(f"{declared_by}: {name} is not defined under that name in its module")
+    special = (BaseException, nn.Module, torch.optim.Optimizer)
+    if issubclass(cls, special) or getattr(cls, "_is_protocol", False):
+        raise SnapshotError(f"{declared_by}: {name} is an exception, module, optimizer or protocol")
+    if any("__del__" in vars(base) for base in cls.__mro__):
+        raise SnapshotError(f"{declared_by}: {name} defines __del__; state classes may not have finalisers")
+    if not issubclass(cls, enum.Enum) and cls.__new__ is not object.__new__:
+        raise SnapshotError(f"{declared_by}: {name} has its own __new__; state classes are plain classes")
+    return cls
+
+
+def engine_state_classes() -> tuple[type, ...]:
+    """The classes the engine itself keeps in checkpointed state (events, slots, totals, shared configs)."""
+    from raysfl.algorithms.actions import Event, Slot
+    from raysfl.algorithms.config import FederationConfig, TrainConfig
+    from raysfl.engine.loop import Totals
+    from raysfl.models.split import SplitModel
+
+    return (Event, Slot, Totals, TrainConfig, FederationConfig, SplitModel)
+
+
+def state_classes(specs: Iterable[Any] | None = None) -> dict[str, type]:
+    """``module:qualname`` → class for every class a snapshot may hold: the allow-list of restoring.
+
+    Built from :func:`engine_state_classes` and, for each algorithm spec (default: every method in
+    ``raysfl.algorithms.ALGORITHMS``), its ``params`` class and its ``state_classes``. A method outside this
+    package declares its classes the same way, in its own ``AlgorithmSpec.state_classes``.
+    """
+    if specs is None:
+        from raysfl.algorithms import ALGORITHMS
+
+        specs = ALGORITHMS.values()
+    allowed = {_class_path(c): check_state_class(c, "the engine") for c in engine_state_classes()}
+    for spec in specs:
+        where = f"AlgorithmSpec {spec.name!r}.state_classes"
+        for cls in (spec.params, *spec.state_classes):
+            allowed[_class_path(cls)] = check_state_class(cls, where)
+    return allowed
+
+
+def _require_class(allowed: dict[str, type], path: Any, where: str) -> type:
+    """The allowed class named ``path``; never imports a module or follows an attribute."""
+    cls = allowed.get(path) if isinstance(path, str) else None
+    if cls is None:
+        raise SnapshotError(
+            f"{where}: class {path!r} is not one that raysfl checkpoints; refusing to create it "
+            "(checkpoints recreate only the engine's and the registered methods' state classes)"
+        )
+    return cls
+
+
+def _check_fields(attrs: Any, cls: str, path: str) -> None:
+    if not isinstance(attrs, dict):
+        raise SnapshotError(f"{path}: the fields of {cls} are not a mapping")
+    for k in attrs:
+        if not isinstance(k, str) or (k.startswith("__") and k.endswith("__")):
+            raise SnapshotError(f"{path}: attribute {k!r} of {cls} is not a field")
+
+
+def check_tree(tree: Any, allowed: dict[str, type] | None = None) -> None:
+    """Refuse a tree that names a class outside the allow-list, before anything is rebuilt from it.
+
+    Walks every node (a loaded checkpoint is plain data: dicts, lists, tensors) and checks each object,
+    enum and optimizer class; a :class:`SnapshotError` names the first offending node.
+    """
+    allowed = state_classes() if allowed is None else allowed
+    optimizers = {_class_path(c): c for c in OPTIMIZERS}
+    stack: list[tuple[Any, str]] = [(tree, "state")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, dict):
+            kind = node.get("t")
+            if kind in _TREE_CLASS_NODES:
+                _require_class(optimizers if kind == "optim" else allowed, node.get("cls"), path)
+            if kind == "obj":
+                _check_fields(node.get("attrs"), node["cls"], path)
+            stack.extend((v, f"{path}.{k}") for k, v in node.items())
+        elif isinstance(node, (list, tuple)):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(node))
 
 
 def _big_int(value: int) -> Any:
@@ -75,8 +189,9 @@ def _big_int(value: int) -> Any:
 
 
 class _Capture:
-    def __init__(self, externals: dict[int, str]) -> None:
+    def __init__(self, externals: dict[int, str], allowed: dict[str, type]) -> None:
         self.externals = externals
+        self.allowed = allowed
         self.memo: dict[int, int] = {}
         self.keep: list[Any] = []  # keep captured objects alive so ids stay unique
 
@@ -126,7 +241,7 @@ class _Capture:
         if isinstance(obj, PurePath):
             return {"t": "path", "v": str(obj)}
         if isinstance(obj, enum.Enum):
-            return {"t": "enum", "cls": _class_path(type(obj)), "v": self(obj.value, path)}
+            return {"t": "enum", "cls": self._state_class(type(obj), path), "v": self(obj.value, path)}
         if isinstance(obj, nn.Module):
             return self._module(obj, path)
         if isinstance(obj, torch.optim.Optimizer):
@@ -186,7 +301,19 @@ class _Capture:
         return {"t": "module", "id": n, "cls": _class_path(type(m)), "training": m.training,
                 "params": params, "buffers": buffers}  # fmt: skip
 
+    def _state_class(self, cls: type, path: str) -> str:
+        name = _class_path(cls)
+        if self.allowed.get(name) is not cls:
+            raise SnapshotError(
+                f"{path}: {name} is not a state class, so a checkpoint could not recreate it; declare it in "
+                "the method's AlgorithmSpec.state_classes, mark it external, or keep plain data in run state"
+            )
+        return name
+
     def _optimizer(self, opt: torch.optim.Optimizer, path: str) -> dict[str, Any]:
+        if type(opt) not in OPTIMIZERS:
+            names = ", ".join(c.__name__ for c in OPTIMIZERS)
+            raise SnapshotError(f"{path}: optimizer {_class_path(type(opt))} is not one of {names}")
         n = self._remember(opt)
         groups = []
         for gi, g in enumerate(opt.param_groups):
@@ -200,29 +327,30 @@ class _Capture:
 
     def _object(self, obj: Any, path: str) -> dict[str, Any]:
         cls = type(obj)
-        if not cls.__module__.startswith(ALLOWED_PREFIX):
-            raise SnapshotError(
-                f"{path}: {cls.__module__}.{cls.__qualname__} is not a raysfl class; "
-                "mark it external or keep plain data in run state"
-            )
+        name = self._state_class(cls, path)
         n = self._remember(obj)
         attrs = dict(vars(obj)) if hasattr(obj, "__dict__") else {}
         for slot in getattr(cls, "__slots__", ()):
             if hasattr(obj, slot):
                 attrs[slot] = getattr(obj, slot)
         values = {k: self(v, f"{path}.{k}") for k, v in attrs.items()}
-        return {"t": "obj", "id": n, "cls": _class_path(cls), "attrs": values}
+        return {"t": "obj", "id": n, "cls": name, "attrs": values}
 
 
-def capture(obj: Any, externals: dict[str, Any] | None = None) -> Any:
-    """A weights-only-safe tree of ``obj`` (see the module docstring); ``externals`` are stored by name."""
+def capture(obj: Any, externals: dict[str, Any] | None = None, allowed: dict[str, type] | None = None) -> Any:
+    """A weights-only-safe tree of ``obj`` (see the module docstring); ``externals`` are stored by name.
+
+    ``allowed``: the state classes (default :func:`state_classes`); an object of any other class is refused.
+    """
     ext = {id(v): k for k, v in (externals or {}).items()}
-    return _Capture(ext)(obj, "state")
+    return _Capture(ext, state_classes() if allowed is None else allowed)(obj, "state")
 
 
 class _Rebuild:
-    def __init__(self, externals: dict[str, Any]) -> None:
+    def __init__(self, externals: dict[str, Any], allowed: dict[str, type]) -> None:
         self.externals = externals
+        self.allowed = allowed
+        self.optimizers = {_class_path(c): c for c in OPTIMIZERS}
         self.memo: dict[int, Any] = {}
 
     def __call__(self, node: Any, path: str, target: Any = None) -> Any:
@@ -250,10 +378,16 @@ class _Rebuild:
             self.memo[node["id"]] = arr
             return arr
         if kind == "npscalar":
-            return np.dtype(node["dtype"]).type(node["v"])
+            dtype = np.dtype(node["dtype"])
+            if dtype.kind not in _NUMPY_SCALAR_KINDS:
+                raise SnapshotError(f"{path}: numpy scalar of dtype {dtype} is not plain data")
+            return dtype.type(node["v"])
         if kind == "npgen":
             state = self(node["state"], path)
-            gen = np.random.Generator(getattr(np.random, state["bit_generator"])())
+            bit_generator = BIT_GENERATORS.get(state.get("bit_generator"))
+            if bit_generator is None:
+                raise SnapshotError(f"{path}: unknown numpy bit generator {state.get('bit_generator')!r}")
+            gen = np.random.Generator(bit_generator())
             gen.bit_generator.state = state
             self.memo[node["id"]] = gen
             return gen
@@ -277,7 +411,10 @@ class _Rebuild:
         if kind == "path":
             return Path(node["v"])
         if kind == "enum":
-            return _load_class(node["cls"], path)(self(node["v"], path))
+            cls = _require_class(self.allowed, node["cls"], path)
+            if not issubclass(cls, enum.Enum):
+                raise SnapshotError(f"{path}: {node['cls']} is not an enum")
+            return cls(self(node["v"], path))
         if kind in ("list", "deque", "set", "frozenset", "tuple"):
             return self._sequence(node, path, target)
         if kind in ("dict", "odict", "ddict"):
@@ -366,7 +503,7 @@ class _Rebuild:
         return target
 
     def _optimizer(self, node: dict[str, Any], path: str) -> torch.optim.Optimizer:
-        cls = _load_class(node["cls"], path, optimizer=True)
+        cls = _require_class(self.optimizers, node["cls"], path)
         groups = []
         for gi, g in enumerate(node["groups"]):
             params = [self(p, f"{path}.group{gi}.params") for p in g["params"]]
@@ -380,10 +517,13 @@ class _Rebuild:
         return opt
 
     def _object(self, node: dict[str, Any], path: str, target: Any) -> Any:
-        cls = _load_class(node["cls"], path)
-        obj = target if type(target) is cls else cls.__new__(cls)
+        cls = _require_class(self.allowed, node["cls"], path)
+        if issubclass(cls, enum.Enum):
+            raise SnapshotError(f"{path}: enum {node['cls']} can only be restored from its value")
+        obj = target if type(target) is cls else object.__new__(cls)
         self.memo[node["id"]] = obj
         old = dict(vars(obj)) if hasattr(obj, "__dict__") else {}
+        _check_fields(node["attrs"], node["cls"], path)
         for k, v in node["attrs"].items():
             current = old.get(k, getattr(obj, k, None) if not hasattr(obj, "__dict__") else None)
             object.__setattr__(obj, k, self(v, f"{path}.{k}", current))
@@ -405,9 +545,24 @@ def _dtype(name: str) -> torch.dtype:
     return value
 
 
-def rebuild(tree: Any, externals: dict[str, Any] | None = None, target: Any = None) -> Any:
-    """Objects from a :func:`capture` tree; with ``target``, restore into that object where types match."""
-    return _Rebuild(dict(externals or {}))(tree, "state", target)
+def rebuild(
+    tree: Any,
+    externals: dict[str, Any] | None = None,
+    target: Any = None,
+    allowed: dict[str, type] | None = None,
+) -> Any:
+    """Objects from a :func:`capture` tree; with ``target``, restore into that object where types match.
+
+    ``allowed``: the state classes (default :func:`state_classes`); a tree naming any other class, or one
+    that is not a well-formed snapshot, raises :class:`SnapshotError`.
+    """
+    allowed = state_classes() if allowed is None else allowed
+    try:
+        return _Rebuild(dict(externals or {}), allowed)(tree, "state", target)
+    except SnapshotError:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, RuntimeError) as err:
+        raise SnapshotError(f"not a well-formed snapshot ({type(err).__name__}: {err})") from err
 
 
 def save_tree(tree: Any, path: str | Path) -> None:

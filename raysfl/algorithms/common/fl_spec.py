@@ -15,9 +15,14 @@ from typing import Any
 import numpy as np
 
 from raysfl.algorithms.base import AlgorithmSpec, RunSetup
-from raysfl.algorithms.common.fl_client import FLClient
-from raysfl.algorithms.common.fl_policy import FLCosts, FLPolicy
+from raysfl.algorithms.common.batching import BatchCursor
+from raysfl.algorithms.common.fl_client import FLClient, FLClientState
+from raysfl.algorithms.common.fl_policy import FLCosts, FLJob, FLPolicy
+from raysfl.algorithms.common.fl_server import Arrival
 from raysfl.algorithms.common.transforms import train_transform
+
+FL_STATE_CLASSES: tuple[type, ...] = (FLClient, FLClientState, BatchCursor, FLPolicy, FLJob, FLCosts, Arrival)
+"""The state classes every full-model FL method shares (client, policy and their parts)."""
 
 
 def fl_spec(
@@ -33,6 +38,7 @@ def fl_spec(
     objective: Callable[[RunSetup, Any], Any] | None = None,
     policy_options: Callable[[RunSetup], dict[str, Any]] = lambda setup: {},
     policy: type[FLPolicy] = FLPolicy,
+    state_classes: tuple[type, ...] = (),
 ) -> AlgorithmSpec:
     """The :class:`AlgorithmSpec` of a full-model FL method.
 
@@ -48,6 +54,8 @@ def fl_spec(
         objective: ``(setup, full_model) -> LocalObjective`` replacing the local loss (MOON, FedDyn).
         policy_options: extra keyword arguments of :class:`FLPolicy` (staleness threshold, bound, ...).
         policy: the policy class, :class:`FLPolicy` or a subclass (ASO-Fed's step size, FedProx's stragglers).
+        state_classes: the method's own state classes besides ``server`` and ``policy`` (its objective's
+            class); the family's shared ones (:data:`FL_STATE_CLASSES`) are added here.
     """
 
     def make_client(
@@ -84,4 +92,5 @@ def fl_spec(
         make_server=make_server,
         make_policy=make_policy,
         validate=None,
+        state_classes=(*FL_STATE_CLASSES, server, policy, *state_classes),
     )

@@ -14,11 +14,20 @@ import numpy as np
 import torch
 
 from raysfl.algorithms.base import AlgorithmSpec, RunSetup
-from raysfl.algorithms.common.aux_client import AuxClient
-from raysfl.algorithms.common.fsl_policy import FSLCosts, FSLPolicy
-from raysfl.algorithms.common.fsl_round import FSLRules
-from raysfl.algorithms.common.fsl_server import FSLServer
+from raysfl.algorithms.common.aux_client import AuxClient, AuxClientState
+from raysfl.algorithms.common.batching import BatchCursor
+from raysfl.algorithms.common.fsl_accounting import RoundBytes
+from raysfl.algorithms.common.fsl_policy import ClientRound, FSLCosts, FSLPolicy
+from raysfl.algorithms.common.fsl_round import EpochCursor, FSLRules
+from raysfl.algorithms.common.fsl_server import FSLServer, ServerCopy
 from raysfl.algorithms.common.fsl_split_client import FSLSplitClient
+from raysfl.algorithms.common.split_client import SplitClientState
+
+FSL_STATE_CLASSES: tuple[type, ...] = (
+    AuxClient, AuxClientState, FSLSplitClient, SplitClientState, BatchCursor, EpochCursor,
+    FSLServer, ServerCopy, FSLPolicy, ClientRound, FSLCosts, FSLRules, RoundBytes,
+)  # fmt: skip
+"""The state classes of the four FSL methods (both client kinds, the server, the policy, their parts)."""
 
 
 def build_client(
@@ -108,4 +117,5 @@ def fsl_spec(*, name: str, params: type, rules: Callable[[Any], FSLRules], descr
         make_server=make_server,
         make_policy=make_policy,
         validate=validate,
+        state_classes=FSL_STATE_CLASSES,
     )

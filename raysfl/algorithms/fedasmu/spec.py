@@ -7,11 +7,21 @@ from typing import Any
 import numpy as np
 
 from raysfl.algorithms.base import AlgorithmSpec, RunSetup
+from raysfl.algorithms.common.batching import BatchCursor
 from raysfl.algorithms.common.fl_policy import FLCosts
+from raysfl.algorithms.common.fl_server import Arrival
 from raysfl.algorithms.common.transforms import train_transform
-from raysfl.algorithms.fedasmu.client import MUClient
-from raysfl.algorithms.fedasmu.policy import MUPolicy
+from raysfl.algorithms.fedasmu.client import MUClient, MUClientState
+from raysfl.algorithms.fedasmu.control import AggregationRecord, ServerControls
+from raysfl.algorithms.fedasmu.policy import MUJob, MUPolicy
 from raysfl.algorithms.fedasmu.server import MUServer
+from raysfl.algorithms.fedasmu.slots import MetaPolicy
+
+MU_STATE_CLASSES: tuple[type, ...] = (
+    MUClient, MUClientState, BatchCursor, MUServer, Arrival, ServerControls, AggregationRecord, MetaPolicy,
+    MUPolicy, MUJob, FLCosts,
+)  # fmt: skip
+"""The state classes of FedASMU and FedSSMU (client, server with its controls, policy, their parts)."""
 
 
 def validate(scenario: Any, params: Any) -> list[str]:
@@ -58,4 +68,5 @@ def mu_spec(*, name: str, params: type, synchronous: bool, description: str) -> 
         make_server=make_server,
         make_policy=make_policy,
         validate=validate,
+        state_classes=MU_STATE_CLASSES,
     )

@@ -14,6 +14,7 @@ SPEC = fl_spec(
     per_update=lambda setup: setup.scenario.federation.active_clients,  # one round of C jobs
     synchronous=True,
     objective=lambda setup, model: FedDynObjective(setup.params.alpha),
+    state_classes=(FedDynObjective,),
 )
 
 __all__ = ["SPEC", "FedDynObjective", "FedDynParams", "FedDynServer", "feddyn_step"]

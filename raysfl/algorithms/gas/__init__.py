@@ -8,12 +8,15 @@ import numpy as np
 import torch
 
 from raysfl.algorithms.base import AlgorithmSpec, RunSetup
+from raysfl.algorithms.common.batching import BatchCursor
 from raysfl.algorithms.common.costs import SplitCosts
-from raysfl.algorithms.common.split_client import SplitClient
+from raysfl.algorithms.common.split_client import SplitClient, SplitClientState
 from raysfl.algorithms.common.transforms import train_transform
+from raysfl.algorithms.gas.generate import GaussianSampler
 from raysfl.algorithms.gas.params import GASParams
-from raysfl.algorithms.gas.policy import GASPolicy
+from raysfl.algorithms.gas.policy import GASPolicy, Job
 from raysfl.algorithms.gas.server import GASServer
+from raysfl.algorithms.gas.stats import LabelGaussians
 
 
 def make_client(
@@ -66,6 +69,17 @@ SPEC = AlgorithmSpec(
     make_server=make_server,
     make_policy=make_policy,
     validate=validate,
+    state_classes=(
+        SplitClient,
+        SplitClientState,
+        BatchCursor,
+        GASServer,
+        LabelGaussians,
+        GaussianSampler,
+        GASPolicy,
+        Job,
+        SplitCosts,
+    ),
 )
 
 __all__ = ["SPEC", "GASParams", "GASPolicy", "GASServer"]

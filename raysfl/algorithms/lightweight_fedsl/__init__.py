@@ -21,9 +21,11 @@ import torch
 
 from raysfl.algorithms.base import AlgorithmSpec, RunSetup
 from raysfl.algorithms.common.transforms import train_transform
-from raysfl.algorithms.lightweight_fedsl.client import FedSLClient
+from raysfl.algorithms.lightweight_fedsl.accounting import FedSLBytes
+from raysfl.algorithms.lightweight_fedsl.client import FedSLClient, FedSLClientState
+from raysfl.algorithms.lightweight_fedsl.latency import RoundLatency
 from raysfl.algorithms.lightweight_fedsl.params import LightweightFedSLParams, TraditionalFedSLParams
-from raysfl.algorithms.lightweight_fedsl.policy import FedSLCosts, FedSLPolicy
+from raysfl.algorithms.lightweight_fedsl.policy import FedSLCosts, FedSLPolicy, LatencyLog, Member
 from raysfl.algorithms.lightweight_fedsl.server import FedSLServer
 
 
@@ -83,6 +85,17 @@ def _spec(name: str, params: type, description: str) -> AlgorithmSpec:
         make_server=make_server,
         make_policy=make_policy,
         validate=validate,
+        state_classes=(
+            FedSLClient,
+            FedSLClientState,
+            FedSLServer,
+            FedSLPolicy,
+            FedSLCosts,
+            Member,
+            LatencyLog,
+            RoundLatency,
+            FedSLBytes,
+        ),
     )
 
 

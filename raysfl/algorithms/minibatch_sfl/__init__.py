@@ -13,13 +13,20 @@ import numpy as np
 import torch
 
 from raysfl.algorithms.base import AlgorithmSpec, RunSetup
+from raysfl.algorithms.common.batching import BatchCursor
 from raysfl.algorithms.common.costs import SplitCosts
+from raysfl.algorithms.common.split_client import SplitClientState
 from raysfl.algorithms.common.transforms import train_transform
 from raysfl.algorithms.minibatch_sfl.client import SyncSplitClient
 from raysfl.algorithms.minibatch_sfl.layers import scenario_split
 from raysfl.algorithms.minibatch_sfl.params import MiniBatchSFLParams
-from raysfl.algorithms.minibatch_sfl.policy import SyncSplitPolicy
+from raysfl.algorithms.minibatch_sfl.policy import Member, SyncSplitPolicy
 from raysfl.algorithms.minibatch_sfl.server import SyncSplitServer
+
+SYNC_SPLIT_STATE_CLASSES: tuple[type, ...] = (
+    SyncSplitClient, SplitClientState, BatchCursor, SyncSplitServer, SyncSplitPolicy, Member, SplitCosts,
+)  # fmt: skip
+"""The state classes of MiniBatch-SFL, which S2FL shares (client, server, policy and their parts)."""
 
 
 def make_client(
@@ -76,6 +83,7 @@ SPEC = AlgorithmSpec(
     make_server=make_server,
     make_policy=make_policy,
     validate=validate,
+    state_classes=SYNC_SPLIT_STATE_CLASSES,
 )
 
 __all__ = ["SPEC", "MiniBatchSFLParams", "SyncSplitClient", "SyncSplitPolicy", "SyncSplitServer"]

@@ -14,6 +14,7 @@ SPEC = fl_spec(
     per_update=lambda setup: setup.scenario.federation.active_clients,  # one round of C jobs
     synchronous=True,
     objective=lambda setup, model: MOONObjective(model, setup.params.mu, setup.params.temperature),
+    state_classes=(MOONObjective,),
 )
 
 __all__ = ["SPEC", "MOONObjective", "MOONParams", "contrastive_loss", "representation_and_logits"]

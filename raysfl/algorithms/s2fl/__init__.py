@@ -15,6 +15,7 @@ import torch
 from raysfl.algorithms.base import AlgorithmSpec, RunSetup
 from raysfl.algorithms.common.costs import SplitCosts
 from raysfl.algorithms.common.transforms import train_transform
+from raysfl.algorithms.minibatch_sfl import SYNC_SPLIT_STATE_CLASSES
 from raysfl.algorithms.minibatch_sfl import validate as validate_minibatch
 from raysfl.algorithms.minibatch_sfl.client import SyncSplitClient
 from raysfl.algorithms.minibatch_sfl.layers import scenario_split, split_layer_counts, split_profiles
@@ -115,6 +116,7 @@ SPEC = AlgorithmSpec(
     make_server=make_server,
     make_policy=make_policy,
     validate=validate,
+    state_classes=(*SYNC_SPLIT_STATE_CLASSES, S2FLPolicy),
 )
 
 __all__ = ["SPEC", "S2FLParams", "S2FLPolicy", "candidate_splits"]

@@ -2,6 +2,8 @@
 
 import collections
 import pickle
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,7 +12,17 @@ from torch import nn
 
 from raysfl.algorithms.common.batching import BatchCursor
 from raysfl.algorithms.common.split_client import SplitClientState
-from raysfl.engine.snapshot import SnapshotError, capture, load_tree, rebuild, save_tree
+from raysfl.engine.snapshot import (
+    SnapshotError,
+    capture,
+    check_state_class,
+    check_tree,
+    engine_state_classes,
+    load_tree,
+    rebuild,
+    save_tree,
+    state_classes,
+)
 
 
 def _round_trip(obj, tmp_path, **kwargs):
@@ -111,10 +123,10 @@ def test_refuses_autograd_graphs_and_foreign_classes(tmp_path):
         pass
 
     Foreign.__module__ = "somewhere.else"
-    with pytest.raises(SnapshotError, match="is not a raysfl class"):
+    with pytest.raises(SnapshotError, match="is not a state class"):
         capture(Foreign())
     forged = {"t": "obj", "id": 0, "cls": "os:_wrap_close", "attrs": {}}
-    with pytest.raises(SnapshotError, match="outside the raysfl package"):
+    with pytest.raises(SnapshotError, match="not one that raysfl checkpoints"):
         rebuild(forged)
 
 
@@ -128,3 +140,84 @@ def test_checkpoint_files_cannot_run_code(tmp_path):
         pickle.dump({"t": Evil()}, f, protocol=2)
     with pytest.raises(pickle.UnpicklingError):
         load_tree(path)
+
+
+def test_the_allow_list_holds_the_engines_and_every_registered_methods_classes():
+    from raysfl.algorithms import ALGORITHMS
+
+    allowed = state_classes()
+    for cls in engine_state_classes():
+        assert allowed[f"{cls.__module__}:{cls.__qualname__}"] is cls
+    for spec in ALGORITHMS.values():
+        for cls in (spec.params, *spec.state_classes):
+            assert allowed[f"{cls.__module__}:{cls.__qualname__}"] is cls, (spec.name, cls)
+    assert all(isinstance(c, type) for c in allowed.values())
+
+
+def test_state_classes_must_be_plain_classes_defined_where_they_say():
+    with pytest.raises(SnapshotError, match="defines __del__"):
+        check_state_class(tempfile._TemporaryFileCloser, "spec 'x'")
+
+    class Local:
+        pass
+
+    with pytest.raises(SnapshotError, match="spec 'x': .*Local is not defined under that name in its module"):
+        check_state_class(Local, "spec 'x'")
+    Local.__module__, Local.__qualname__ = "raysfl.engine.snapshot", "Local"  # claims to live elsewhere
+    with pytest.raises(SnapshotError, match="not defined under that name"):
+        check_state_class(Local, "spec 'x'")
+    with pytest.raises(SnapshotError, match="is not a class"):
+        check_state_class(print, "spec 'x'")
+    with pytest.raises(SnapshotError, match="exception, module, optimizer or protocol"):
+        check_state_class(SnapshotError, "spec 'x'")
+    with pytest.raises(SnapshotError, match="has its own __new__"):
+        check_state_class(collections.OrderedDict, "spec 'x'")
+    assert check_state_class(BatchCursor, "spec 'x'") is BatchCursor
+
+
+def test_capture_refuses_what_a_checkpoint_could_not_recreate():
+    from raysfl.metrics.parquet import MetricsLog
+
+    with pytest.raises(
+        SnapshotError, match=r"state\['log'\]: raysfl.metrics.parquet:MetricsLog is not a state"
+    ):
+        capture({"log": MetricsLog(Path("m.parquet"))})
+    w = torch.zeros(2, requires_grad=True)
+    with pytest.raises(SnapshotError, match="optimizer torch.optim.rmsprop:RMSprop is not one of SGD, Adam"):
+        capture(torch.optim.RMSprop([w]))
+    assert (
+        capture(BatchCursor(num_samples=3, batch_size=2))["cls"]
+        == "raysfl.algorithms.common.batching:BatchCursor"
+    )
+
+
+CURSOR = "raysfl.algorithms.common.batching:BatchCursor"
+
+
+@pytest.mark.parametrize(
+    ("node", "message"),
+    [
+        ({"t": "npgen", "id": 0, "state": {"t": "dict", "id": 1, "items": [["bit_generator", "seed"]]}},
+         "unknown numpy bit generator 'seed'"),
+        ({"t": "npscalar", "dtype": "|O", "v": 1}, "numpy scalar of dtype object is not plain data"),
+        ({"t": "enum", "cls": "raysfl.algorithms.actions:Event", "v": 1}, "is not an enum"),
+        ({"t": "ref", "id": 7}, "not a well-formed snapshot"),
+        ({"t": "obj", "id": 0, "cls": CURSOR, "attrs": {"__class__": 1}},
+         f"attribute '__class__' of {CURSOR} is not a field"),
+    ],
+)  # fmt: skip
+def test_rebuild_refuses_anything_but_plain_data_and_state_classes(node, message):
+    with pytest.raises(SnapshotError, match=message):
+        rebuild(node)
+
+
+def test_check_tree_finds_a_forbidden_class_anywhere_in_a_tree():
+    deep = {"t": "dict", "id": 0, "items": [["a", {"t": "list", "id": 1, "items": [
+        {"t": "obj", "id": 2, "cls": "raysfl.engine.snapshot:os.system", "attrs": {}}]}]]}  # fmt: skip
+    with pytest.raises(
+        SnapshotError, match=r"state.items\[0\]\[1\].items\[0\]: class 'raysfl.engine.snapshot:os"
+    ):
+        check_tree(deep)
+    check_tree(
+        capture({"cursor": BatchCursor(num_samples=3, batch_size=2), "opt": None})
+    )  # a real tree passes
