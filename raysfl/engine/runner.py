@@ -30,6 +30,7 @@ from raysfl.engine.checkpoint import (
     CheckpointError,
     check_same_scenario,
     checkpoint_files,
+    finished_summary,
     load_latest,
     require_checkpoint,
 )
@@ -208,6 +209,11 @@ def run(
     scenario_doc = _finite(scenario_to_dict(sc))
     if ck is not None:
         check_same_scenario(ck, scenario_doc, ck["path"])
+        done = finished_summary(out)
+        if done is not None:  # resuming a finished run changes nothing
+            note = f"{out} has finished ({done.get('stop_reason')}); nothing to resume, outputs unchanged"
+            print(f"raysfl: {note}", file=sys.stderr)
+            return {**done, "out_dir": str(out)}
     prep = prepare(sc, data_dir)
     out.mkdir(parents=True, exist_ok=True)
     if ck is None:

@@ -75,6 +75,38 @@ def test_every_method_resumes_to_the_same_metrics_and_events(name, tmp_path):
     assert resumed["final_accuracy"] == full["final_accuracy"] and resumed["events"] == full["events"]
     assert resumed["bytes_up"] == full["bytes_up"] and resumed["bytes_down"] == full["bytes_down"]
 
+    # killed after its final checkpoint (taken at the event that used up the budget), before summary.json:
+    # the resumed run ends there too, exactly as the uninterrupted one, without an iteration T + 1
+    assert cks[-1] == "ckpt-000004.pt", cks
+    late = crash_after(tmp_path / "full", tmp_path / "late", cks[-1])
+    again = runner.run(sc, late, backend="local", resume=True)
+    assert again["resumed_from"] == cks[-1]
+    assert rows(late / "metrics.parquet") == rows(tmp_path / "full" / "metrics.parquet")
+    assert rows(late / "events.parquet") == rows(tmp_path / "full" / "events.parquet")
+    same = ("global_iterations", "final_accuracy", "events", "bytes_up", "bytes_down", "stop_reason")
+    assert {k: again[k] for k in same} == {k: full[k] for k in same}
+
+    # a finished run resumes to a no-op: same summary, every output file byte for byte as it was
+    before = files(tmp_path / "full")
+    noop = runner.run(sc, tmp_path / "full", backend="local", resume=True)
+    assert files(tmp_path / "full") == before
+    assert noop == json.loads(before[tmp_path / "full" / "summary.json"])
+
+
+def files(run_dir: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()}
+
+
+def test_resuming_a_finished_run_from_the_command_line_says_so_and_changes_nothing(tmp_path, capsys):
+    sc = scenario_from_dict(tiny("fedasync"))
+    runner.run(sc, tmp_path / "run", backend="local")
+    before = files(tmp_path / "run")
+    assert main(["run", "--resume", str(tmp_path / "run"), "--backend", "local"]) == 0
+    out, err = capsys.readouterr()
+    assert f"raysfl: {tmp_path / 'run'} has finished (budget reached); nothing to resume" in err
+    assert "done: ck-fedasync" in out
+    assert files(tmp_path / "run") == before
+
 
 def test_tensorboard_is_rewritten_without_the_crashed_attempts_tail(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -122,15 +154,34 @@ def test_resume_refuses_another_scenario_and_leaves_the_run_untouched(tmp_path, 
     assert before == {p: p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file()}
 
 
-def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path):
+def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path, capsys):
     sc = scenario_from_dict(tiny("fedbuff"))
     runner.run(sc, tmp_path / "full", backend="local")
     crashed = crash_after(tmp_path / "full", tmp_path / "crashed", "ckpt-000004.pt")
     newest = crashed / "checkpoints" / "ckpt-000004.pt"
     newest.write_bytes(newest.read_bytes()[:1000])  # torn write of a file system that lies about fsync
+    capsys.readouterr()
     resumed = runner.run(sc, crashed, backend="local", resume=True)
     assert resumed["resumed_from"] == "ckpt-000002.pt"
     assert rows(crashed / "metrics.parquet") == rows(tmp_path / "full" / "metrics.parquet")
+    err = capsys.readouterr().err  # the fall-back is said: which file is damaged, which one is used
+    assert "passing over damaged checkpoint(s)" in err and "ckpt-000004.pt: RuntimeError:" in err
+    assert "resuming from ckpt-000002.pt" in err
+
+
+def test_an_unreadable_checkpoint_is_reported_without_torchs_advice_to_load_it_unsafely(tmp_path, capsys):
+    sc = scenario_from_dict(tiny("fedavg"))
+    runner.run(sc, tmp_path / "run", backend="local")
+    crashed = crash_after(tmp_path / "run", tmp_path / "crashed", "ckpt-000004.pt")
+    for ck in (crashed / "checkpoints").glob("ckpt-*.pt"):
+        ck.write_bytes(
+            b"\x80\x02}q\x00X\x01\x00\x00\x00tq\x01cnot_a_module\nthing\nq\x02s."
+        )  # a plain pickle
+    assert main(["run", "--resume", str(crashed), "--backend", "local"]) == 2
+    err = capsys.readouterr().err
+    assert "ckpt-000004.pt" in err and "Traceback" not in err
+    for advice in ("weights_only", "safe_globals", "trust", "\x1b["):
+        assert advice not in err, advice
 
 
 @pytest.mark.slow
