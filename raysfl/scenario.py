@@ -79,6 +79,7 @@ def _cross_checks(sc: Scenario) -> list[str]:
     if data.crop_size:
         size = data.crop_size
     problems += validate_model_config(sc.model, channels, size, classes)
+    problems += sc.system.timing.algorithm_problems(sc.algorithm.name)
     if sc.algorithm.name in ALGORITHMS:
         spec = ALGORITHMS[sc.algorithm.name]
         try:

@@ -7,8 +7,11 @@ the default follows the paper (DESIGN "Properties": paper first, code where the 
 The defaults describe the GAS device model (GAS spec §8.1): compute rates f_k ~ U(1e9, 1e10) FLOP/s and a
 1 km wireless cell with the 3GPP path loss 128.1 + 37.6·log10(d_km), 0.2 W transmit power, W = 10 MHz and
 N_0 = -174 dBm/Hz. The GAS reference code differs in three ways (GAS spec §10.3, §11 rows 6–8), each an
-option here: ``link.placement = "radius"``, ``link.bandwidth_mode = "per-client"`` and
-``timing.flops_accounting = "per-sample"`` with ``timing.free_downloads = true``.
+option here: ``link.placement = "radius"``, ``link.bandwidth_mode = "per-client"`` and its clock:
+``timing.flops_accounting = "per-sample"`` with ``timing.free_downloads = true`` charges one sample's
+*measured* FLOPs per pass; the code's exact charges are its hard-coded constants, which
+``timing.client_pass_flops``, ``timing.activation_bits`` and ``timing.client_model_bits`` set (see
+:class:`TimingConfig`).
 
 Example:
     >>> from raysfl.config import build
@@ -149,7 +152,26 @@ class LinkConfig:
 
 @dataclass(frozen=True)
 class TimingConfig:
-    """How operations are charged in emulated time (DESIGN "The time model"; GAS spec §10.3, §11 row 8)."""
+    """How operations are charged in emulated time (DESIGN "The time model"; GAS spec §10.3, §11 row 8).
+
+    By default every charge is measured on the real model and tensors. The GAS reference code instead
+    charges hard-coded AlexNet-L2 quantities whatever the data set or split (GAS spec §10.3 [C],
+    ``Client.model_process`` / ``transmit_activation`` / ``transmit_model``):
+
+    * each client pass, forward and backward alike, W_c / f_k with W_c = 5,603,328 FLOPs (one image, not
+      the batch): ``flops_accounting = "per-sample"`` with ``client_pass_flops = 5603328``;
+    * each activation upload B · 131,072 bits / R_k, B the configured batch size (also for an epoch's short
+      last batch), labels not counted: ``activation_bits = 131072``;
+    * the client-side model upload 620,544 bits / R_k: ``client_model_bits = 620544``;
+    * downloads and server compute free: ``free_downloads = true``, ``system.server_flops_per_s = 0``.
+
+    ``"per-sample"`` alone charges one sample's *measured* FLOPs instead, counting 2 FLOPs per multiply-add
+    (AlexNet L2: 11,206,656 forward and 20,643,840 backward on 3×32×32 CIFAR-10; 7,676,928 and 14,902,272
+    on 1×28×28 Fashion-MNIST), and the measured bytes (float32 activations of the actual batch plus int64
+    labels: 16,384 + 8 bytes per sample on CIFAR-10, 12,544 + 8 on Fashion-MNIST; the client-side model
+    77,568 and 75,264 bytes). The three constants are read by the ``gas`` method only; a scenario of
+    another method that sets them is rejected.
+    """
 
     flops_accounting: str = option(
         "per-batch",
@@ -160,6 +182,45 @@ class TimingConfig:
     message_latency_s: float = option(
         0.0, ge=0, doc="fixed latency added to every upload and download, s [A] cse-fsl §6, fedasmu δ_req"
     )
+    client_pass_flops: int = option(
+        0,
+        ge=0,
+        doc="gas only: >0 charges every client forward and backward pass this many FLOPs per sample "
+        "instead of the measured ones; GAS code: 5603328 (AlexNet L2, any split/data set) [C] GAS §10.3",
+    )
+    activation_bits: int = option(
+        0,
+        ge=0,
+        doc="gas only: >0 charges an activation upload train.batch_size × this many bits, labels free, "
+        "instead of the measured bytes of the actual batch; GAS code: 131072 (64·8·8·32) [C] GAS §10.3",
+    )
+    client_model_bits: int = option(
+        0,
+        ge=0,
+        doc="gas only: >0 charges a client-side model transfer this many bits instead of the measured "
+        "bytes; GAS code: 620544 (19392 parameters × 32) [C] GAS §10.3",
+    )
+
+    def __post_init__(self) -> None:
+        """Message sizes are charged in whole bytes."""
+        for name in ("activation_bits", "client_model_bits"):
+            bits = getattr(self, name)
+            if bits % 8:
+                raise ValueError(f"{name} = {bits} is not a whole number of bytes; use a multiple of 8 bits")
+
+    def algorithm_problems(self, algorithm: str) -> list[str]:
+        """Why these timing rules do not fit method ``algorithm``: only gas reads the constant charges."""
+        if algorithm == "gas":
+            return []
+        return [
+            f"system.timing.{name}: {getattr(self, name)} is the GAS code's constant charge, read by "
+            f"algorithm 'gas' only (not {algorithm!r}); use 0, the measured FLOPs and bytes"
+            for name in CONSTANT_CHARGES
+            if getattr(self, name)
+        ]
+
+
+CONSTANT_CHARGES = ("client_pass_flops", "activation_bits", "client_model_bits")
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,16 @@
     download = latency + 8·nbytes / R_k^dn               (0 with ``free_downloads``, GAS code [C])
     server   = samples · FLOPs_per_sample / f_server     (0 when f_server = 0, GAS code [C])
 
-``samples`` is the batch size (``flops_accounting = "per-batch"``) or 1 (``"per-sample"``: the GAS code
-charges one image's FLOPs per pass, GAS spec §10.3 [C], §11 row 8). FLOPs and bytes come from the real model
-and tensors (measured forward and backward FLOPs are passed in as they are; nothing here assumes
-backward = 2 × forward).
+``samples`` is the batch size (``flops_accounting = "per-batch"``) or 1 (``"per-sample"``: one image's
+FLOPs per pass, as the GAS code charges, GAS spec §10.3 [C], §11 row 8). The FLOPs and bytes are whatever
+the caller passes: the measured ones of the real model and tensors (forward and backward as measured;
+nothing here assumes backward = 2 × forward), so ``"per-sample"`` alone is the code's *rule* with measured
+quantities, not the code's numbers. The code charges hard-coded constants (W_c = 5,603,328 FLOPs for
+forward and backward alike, 131,072 bits per activation sample × B, 620,544 bits per model); GAS swaps them
+in from ``timing.client_pass_flops``, ``activation_bits`` and ``client_model_bits``
+(:meth:`raysfl.algorithms.common.costs.SplitCosts.charged`).
 
-Example, the GAS code's per-iteration time Δt = 2·W_c/f_k + B·S_act/R_k (GAS spec §10.3):
+Example, the GAS code's per-iteration time Δt = 2·W_c/f_k + B·S_act/R_k with its constants (GAS spec §10.3):
     >>> import numpy as np
     >>> from raysfl.system.config import TimingConfig
     >>> from raysfl.system.table import DeviceTable
@@ -71,7 +75,8 @@ class TimeModel:
     def compute_s(self, client: int, flops_per_sample: float, batch_size: int) -> float:
         """Time for client ``client`` to run a pass costing ``flops_per_sample`` per sample over a batch.
 
-        GAS spec §10.3: W_c / f_k per pass in per-sample mode [C]; B·W_c / f_k per batch [P/A].
+        GAS spec §10.3: W_c / f_k per pass in per-sample mode (the code's rule [C]; its W_c is a constant,
+        see the module docstring); B·W_c / f_k per batch [P/A].
         """
         if flops_per_sample < 0:
             raise ValueError(f"flops_per_sample must be >= 0, got {flops_per_sample!r}")

@@ -10,7 +10,8 @@ The policy sees times, ids and sizes only, never tensors. Per client job (E loca
              an idle client, drawn uniformly from those not active, starts at once (§10.2)
 
 Durations come from :class:`raysfl.system.durations.TimeModel`; FLOPs and bytes from the measured model
-(:class:`SplitCosts`). The run stops after T aggregations (or at ``train.max_emulated_s``).
+(:class:`SplitCosts`), or the reference code's constants where ``system.timing`` sets them
+(:meth:`SplitCosts.charged`). The run stops after T aggregations (or at ``train.max_emulated_s``).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class GASPolicy:
         self.train = setup.scenario.train
         self.fed = setup.scenario.federation
         self.time = time
-        self.costs = costs
+        self.costs = costs.charged(setup.scenario.system.timing, self.train.batch_size)
         self.rng = rng
         self.active: dict[int, Job] = {}
         self.idle: list[int] = list(range(setup.num_clients))
