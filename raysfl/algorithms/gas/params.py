@@ -31,7 +31,8 @@ class GASParams:
     progress: str = option(
         "paper",
         choices=("paper", "code"),
-        doc="n(A): paper = global progress tE+e at upload [P]; code = per-client counters (§10.6) [C]",
+        doc="n(A): paper = global progress tE+e at upload [P]; code = per-client counters starting at the "
+        "count at selection, the count growing by the server updates so far at each aggregation (§10.6) [C]",
     )
     stats_update: str = option(
         "per-activation",
@@ -39,11 +40,22 @@ class GASParams:
         doc="eqs. (11)-(12) per received activation [P], or batched per buffer flush [C]",
     )
     covariance: str = option("full", choices=("full", "diagonal"), doc="per-label covariance Σ_y [C: full]")
-    ridge: float = option(1e-5, ge=0, doc="ridge added to Σ_y when sampling (code adds 1e-5·I per merge) [C]")
+    ridge: float = option(
+        1e-5,
+        ge=0,
+        doc="ridge·I on Σ_y: added when sampling (per-activation), or at each merge after a label's first "
+        "batch (per-flush, the code's 1e-5) [C]",
+    )
     generation: str = option(
         "equal",
         choices=("equal", "top-up"),
         doc="equal = every label gets the same count in A_concat [P]; top-up = each label to ≥ B [C]",
+    )
+    generation_gate: str = option(
+        "any-label",
+        choices=("any-label", "all-labels"),
+        doc="generate for every label with statistics [A], or nothing until all M labels have statistics "
+        "(GAS_main.py all_labels_have_stats) [C]",
     )
     logit_adjustment: bool = option(True, doc="eq. (6): loss for G_k on logits + log P_k(y) [P]")
     la_tau: float = option(1.0, ge=0, doc="logit-adjustment temperature τ in log P_k(y)^τ [C]")

@@ -64,6 +64,7 @@ class GASServer:
         self.train_loss_sum = 0.0
         self.train_loss_count = 0
         self._progress_total = 1  # code-mode counters (specs/gas.md §10.6)
+        self._progress_totals = [1]  # the count after each aggregation: index = model version
         self._progress_client: dict[int, int] = {}
 
     # --- step ② ③ ④ -------------------------------------------------------------------------------
@@ -84,11 +85,19 @@ class GASServer:
         return grads.cpu()
 
     def _progress(self, client: int, version: int, e: int) -> int:
-        """n(A): tE + e with t the model version the client trains [P], or the code's counters [C]."""
+        """n(A): tE + e with t the model version the client trains [P], or the code's counters [C].
+
+        The code's rule (specs/gas.md §10.6, GAS_main.py ``weight_count``): a client selected when the global
+        count was c tags its e-th activation of the job with c + e − 1; the count starts at 1 and grows at
+        each aggregation by the number of server updates so far (``total_weight_count += local_epoch``).
+        A client is selected right after the aggregation that produced the model it trains, so the count at
+        selection is the one after ``version`` aggregations, whatever aggregations happen before its first
+        activation arrives.
+        """
         if self.p.progress == "paper":
             return version * self.train.local_iterations + e
         if e == 1:
-            self._progress_client[client] = self._progress_total
+            self._progress_client[client] = self._progress_totals[version]
         n = self._progress_client[client]
         self._progress_client[client] = n + 1
         return n
@@ -127,14 +136,19 @@ class GASServer:
         real_x = torch.cat([b[0] for b in self.buffer])
         real_y = torch.cat([b[1] for b in self.buffer])
         if self.p.generate and self.p.stats_update == "per-flush":
+            # the code's IncrementalStats.update: a label's first batch initialises its statistics as they
+            # are; every later merge adds ridge·I (specs/gas.md §10.5) [C]
+            merged = [y for y in torch.unique(real_y).tolist() if self.stats.has(y)]
             weights = torch.cat([b[2] for b in self.buffer])
             self.stats.update(real_x.cpu(), real_y.cpu(), weights)
-            self.stats.add_ridge(torch.unique(real_y).tolist(), self.p.ridge)
+            self.stats.add_ridge(merged, self.p.ridge)
         xs, ys = [real_x], [real_y]
-        if self.p.generate:
+        available = self.stats.weight > 0
+        gated = self.p.generation_gate == "all-labels" and not bool(available.all())
+        if self.p.generate and not gated:  # the code generates only once all labels have statistics [C]
             counts = generation_counts(
                 torch.bincount(real_y.cpu(), minlength=self.setup.num_classes),
-                self.stats.weight > 0,
+                available,
                 self.p.generation,
                 self.train.batch_size,
             )
@@ -166,7 +180,8 @@ class GASServer:
             self.global_client = weighted_average(states, [n for _, n in self.model_buffer])
             self.model_buffer.clear()
             self.aggregations += 1
-            self._progress_total += 1 + self.server_updates
+            self._progress_total += self.server_updates
+            self._progress_totals.append(self._progress_total)
         return self.global_client
 
     def client_weights(self) -> dict[str, torch.Tensor]:
@@ -209,4 +224,5 @@ class GASServer:
             "gen": self.gen.get_state(),
             "counters": (self.server_updates, self.aggregations, self.generated_total, self._progress_total),
             "progress_client": dict(self._progress_client),
+            "progress_totals": list(self._progress_totals),
         }

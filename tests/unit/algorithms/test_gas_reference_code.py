@@ -1,18 +1,23 @@
 """GAS's reference-code options do what the public code does (issue 18; specs/gas.md §10.3-§10.6).
 
 Each test works a short sequence by hand from the code's rules and checks raysfl against it:
-the code's clock constants (``Client.model_process`` / ``transmit_activation`` / ``transmit_model``).
+the code's clock constants (``Client.model_process`` / ``transmit_activation`` / ``transmit_model``),
+the all-labels gate on generation (``all_labels_have_stats``) and the ``weight_count`` counters.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
+from torch import nn
 
 from raysfl.algorithms.actions import Event, Log, Schedule
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.costs import SplitCosts
 from raysfl.algorithms.gas.policy import GASPolicy
+from raysfl.algorithms.gas.server import GASServer
+from raysfl.algorithms.gas.stats import weighted_moments
 from raysfl.config import ConfigError
 from raysfl.scenario import scenario_from_dict
 from raysfl.system.config import TimingConfig
@@ -121,3 +126,142 @@ def test_constant_charges_are_validated():
         "system.timing.client_pass_flops: 5603328 is the GAS code's constant charge, read by algorithm "
         "'gas' only (not 'fedbuff'); use 0, the measured FLOPs and bytes"
     ) in err.value.problems
+
+
+# --- server helpers -----------------------------------------------------------------------------------
+
+
+def _server(params, batch_size=32):
+    sc = _scenario(params={"covariance": "diagonal", **params}, batch_size=batch_size)
+    setup = RunSetup(sc, sc.params, (1, 2, 2), 3, (range(4),) * 6, np.ones((6, 3)))
+    torch.manual_seed(0)
+    client, server = nn.Flatten(), nn.Sequential(nn.Flatten(), nn.Linear(4, 3))
+    return GASServer(setup, client, server, torch.zeros(2, 1, 2, 2), torch.zeros(2, dtype=torch.long), seed=0)
+
+
+def _batch(labels, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(len(labels), 1, 2, 2, generator=g), torch.tensor(labels)
+
+
+# --- 2. generation waits for every label ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stats_update", ["per-flush", "per-activation"])
+def test_all_labels_gate_generates_nothing_until_every_label_has_statistics(stats_update):
+    """Top-up to B = 4 with Q_s = 2 batches of 2, M = 3 labels.
+
+    Flush 1 holds labels (0, 1), (0, 0): n = (3, 1, 0) and label 2 has no statistics. ``any-label`` tops
+    labels 0 and 1 up: (4−3) + (4−1) = 4 generated; the code's gate generates nothing. Flush 2 holds
+    (2, 0), (1, 1): n = (1, 2, 1) and every label now has statistics: both generate 3 + 2 + 3 = 8.
+    """
+    generated = {}
+    for gate in ("any-label", "all-labels"):
+        srv = _server(
+            {"q_s": 2, "generation": "top-up", "generation_gate": gate, "stats_update": stats_update},
+            batch_size=4,
+        )
+        after = []
+        for i, labels in enumerate([(0, 1), (0, 0), (2, 0), (1, 1)]):
+            srv.on_activations(i % 2, _batch(labels, i), 0, 1 + i // 2)
+            if i % 2:
+                after.append(srv.generated_total)
+        generated[gate] = after
+    assert generated == {"any-label": [4, 4 + 8], "all-labels": [0, 8]}
+
+
+def test_generation_gate_is_validated():
+    """An unknown gate names the field and the allowed values."""
+    with pytest.raises(ConfigError) as err:
+        _scenario(params={"generation_gate": "some-labels"})
+    assert err.value.problems == [
+        "algorithm.params.generation_gate: 'some-labels' is not allowed; choose one of 'any-label', "
+        "'all-labels'"
+    ]
+
+
+# --- 3. the code's progress counters --------------------------------------------------------------------
+
+
+def test_code_progress_counters_by_hand():
+    """``weight_count`` of GAS_main.py on a hand-worked sequence, Q_s = Q_c = 2, E = 2.
+
+    The global count starts at 1; each aggregation adds the server updates so far (``local_epoch``); a
+    client selected when the count is c tags its activations c, c+1, ...
+
+        step  call                       count  server updates        tag
+        1     act  client 0 (v0, e1)       1                            1
+        2     act  client 1 (v0, e1)       1    flush → 1               1
+        3     act  client 0 (v0, e2)       1                            2
+        4     model client 0; client 2 selected at count 1 (v0)
+        5     act  client 1 (v0, e2)       1    flush → 2               2
+        6     model client 1: aggregation → 1 + 2 = 3; client 3 selected (v1)
+        7     act  client 3 (v1, e1)       3                            3
+        8     act  client 2 (v0, e1)       3    flush → 3               1  (count at its selection)
+        9     act  client 3 (v1, e2)       3                            4
+        10    act  client 2 (v0, e2)       3    flush → 4               2
+        11    models 3, 2: aggregation → 3 + 4 = 7; client 4 selected (v2)
+        12    act  client 4 (v2, e1)       7                            7
+
+    The rule before issue 18 (count += 1 + updates, base read at the first activation) gave
+    1, 1, 2, 2, 4, 4, 5, 5, 9.
+    """
+    srv = _server({"q_s": 2, "q_c": 2, "progress": "code", "generate": False})
+    tags: list[float] = []
+    store = srv._store
+
+    def recording(acts, labels, weights):
+        tags.append(float(weights[0]))
+        store(acts, labels, weights)
+
+    srv._store = recording
+    weights = srv.client_weights()
+
+    def act(client, version, e):
+        srv.on_activations(client, _batch((0, 1), len(tags)), version, e)
+
+    act(0, 0, 1)
+    act(1, 0, 1)
+    act(0, 0, 2)
+    srv.on_client_model(0, weights, 4)
+    act(1, 0, 2)
+    srv.on_client_model(1, weights, 4)
+    act(3, 1, 1)
+    act(2, 0, 1)
+    act(3, 1, 2)
+    act(2, 0, 2)
+    srv.on_client_model(3, weights, 4)
+    srv.on_client_model(2, weights, 4)
+    act(4, 2, 1)
+    assert tags == [1, 1, 2, 2, 3, 1, 4, 2, 7]
+    assert srv.server_updates == 4 and srv.aggregations == 2
+
+
+# --- 4. the per-flush ridge ------------------------------------------------------------------------------
+
+
+def test_per_flush_ridge_skips_a_labels_first_batch():
+    """IncrementalStats.update: a label's first batch sets μ, Σ as they are; each later merge adds ridge·I.
+
+    Q_s = 2, paper progress (weights s(n) = e). Flush 1: label 0 from batch 1 (weight 1), label 1 from
+    batch 2 (weight 1): Σ_0, Σ_1 are the batches' own (biased) variances, no ridge. Flush 2: label 0 again
+    (weight 2): Σ_0 = the weighted variance of all four label-0 activations + 0.5; Σ_1 is untouched.
+    """
+    srv = _server({"q_s": 2, "stats_update": "per-flush", "ridge": 0.5, "generation": "top-up"}, batch_size=2)
+    b1, b2, b3, b4 = _batch((0, 0), 1), _batch((1, 1), 2), _batch((0, 0), 3), _batch((2, 2), 4)
+    srv.on_activations(0, b1, 0, 1)
+    srv.on_activations(1, b2, 0, 1)
+
+    def flat(b):
+        return b[0].reshape(2, -1).double()
+
+    for y, b in ((0, b1), (1, b2)):
+        _, cov = weighted_moments(flat(b), torch.ones(2, dtype=torch.float64))
+        assert torch.allclose(srv.stats.cov[y], cov.diagonal(), atol=1e-12)
+    srv.on_activations(0, b3, 0, 2)
+    srv.on_activations(1, b4, 0, 2)
+    x = torch.cat([flat(b1), flat(b3)])
+    _, cov = weighted_moments(x, torch.tensor([1.0, 1.0, 2.0, 2.0], dtype=torch.float64))
+    assert torch.allclose(srv.stats.cov[0], cov.diagonal() + 0.5, atol=1e-12)
+    _, cov1 = weighted_moments(flat(b2), torch.ones(2, dtype=torch.float64))
+    assert torch.allclose(srv.stats.cov[1], cov1.diagonal(), atol=1e-12)

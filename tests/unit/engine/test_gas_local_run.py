@@ -116,6 +116,7 @@ def test_reference_code_options_run_end_to_end(tmp_path, gas_run):
         'algorithm.params.progress="code"',
         'algorithm.params.stats_update="per-flush"',
         'algorithm.params.generation="top-up"',
+        'algorithm.params.generation_gate="all-labels"',
         'algorithm.params.aggregation="uniform"',
         'algorithm.params.server_update="after-gradient"',
         'algorithm.params.optimizer_state="shared"',
@@ -123,8 +124,14 @@ def test_reference_code_options_run_end_to_end(tmp_path, gas_run):
         "train.clip_grad_norm=10.0",
         'system.timing.flops_accounting="per-sample"',
         "system.timing.free_downloads=true",
+        "system.timing.client_pass_flops=5603328",
+        "system.timing.activation_bits=131072",
+        "system.timing.client_model_bits=620544",
     ]
     summary, events, metrics, _ = _run(tmp_path, code, name="code")
     assert metrics[-1]["generated"] > 0 and summary["global_iterations"] == 3
+    # the code's constant message sizes: B = 16 activation samples of 131,072 bits, a 620,544-bit model
+    assert {e["bytes_up"] for e in events if e["kind"] == "act"} == {16 * 131_072 // 8}
+    assert {e["bytes_up"] for e in events if e["kind"] == "model"} == {620_544 // 8}
     assert [m["loss"] for m in metrics] != [m["loss"] for m in gas_run[2]]
     assert all((e["bytes_down"] or 0) >= 0 for e in events)
