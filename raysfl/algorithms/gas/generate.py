@@ -7,6 +7,9 @@ activations is less biased towards the labels of fast clients. Two rules decide 
   data": every label with statistics is topped up to the count of the most frequent label in the buffer.
 * ``"top-up"`` [C]: every label with statistics is topped up to at least ``B`` samples (specs/gas.md §10.5);
   real activations are never dropped, so B̂ = Σ_y max(0, B − n_y).
+
+Which labels count as having statistics is the server's gate (``generation_gate``): any label seen so far
+[A], or, as the code (``all_labels_have_stats``), none until all M labels have been seen [C].
 """
 
 from __future__ import annotations
