@@ -26,16 +26,19 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import tomllib
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 _META = "raysfl"
+MAX_FILE_BYTES = 1 << 20  # a scenario is a small text file; the largest shipped one is about 2 kB
+MAX_STRING_CHARS = 4096  # a path (PATH_MAX) or a line of description; longer values are mistakes
 
 
 class ConfigError(ValueError):
@@ -62,6 +65,7 @@ class OptionMeta:
     gt: float | None = None
     le: float | None = None
     lt: float | None = None
+    check: Callable[[Any], str | None] | None = None
 
 
 def option(
@@ -73,14 +77,19 @@ def option(
     gt: float | None = None,
     le: float | None = None,
     lt: float | None = None,
+    check: Callable[[Any], str | None] | None = None,
     factory: Any = dataclasses.MISSING,
 ) -> Any:
     """Declare a configuration field with its default, allowed values and a one-line doc.
 
     ``choices`` restricts the value to a set; ``ge``/``gt``/``le``/``lt`` bound numbers (for a tuple or
-    list field, every element). Use ``factory`` for nested dataclasses.
+    list field, every element). ``check`` returns why a (type-checked) value is not allowed, or ``None``.
+    Use ``factory`` for nested dataclasses.
+
+    Every float must be finite unless it equals the field's default (a default of ``-inf`` may mean
+    "unset"); every string is at most :data:`MAX_STRING_CHARS` long without control characters.
     """
-    meta = {_META: OptionMeta(doc, tuple(choices) if choices is not None else None, ge, gt, le, lt)}
+    meta = {_META: OptionMeta(doc, tuple(choices) if choices is not None else None, ge, gt, le, lt, check)}
     if factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -97,12 +106,47 @@ def _type_name(tp: Any) -> str:
     return str(tp).replace("typing.", "")
 
 
+def _string_problem(text: str) -> str | None:
+    """Why a scenario string is not allowed (too long, a control character), or ``None``."""
+    if len(text) > MAX_STRING_CHARS:
+        return f"a string of {len(text):,} characters is too long; the limit is {MAX_STRING_CHARS:,}"
+    bad = next((ch for ch in text if (ord(ch) < 32 and ch not in "\t\n") or ord(ch) == 127), None)
+    if bad is not None:
+        return f"contains the control character U+{ord(bad):04X}; remove it"
+    return None
+
+
+def _check_strings(value: Any, path: str, problems: list[str]) -> None:
+    """Record a problem for each string (keys too) below ``value`` that :func:`_string_problem` flags."""
+    if isinstance(value, str):
+        why = _string_problem(value)
+        if why:
+            problems.append(f"{path}: {why}")
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            if isinstance(k, str) and (why := _string_problem(k)):
+                problems.append(f"{path}: key {k[:40]!r}: {why}")
+            else:
+                _check_strings(v, f"{path}.{k}", problems)
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_strings(v, f"{path}[{i}]", problems)
+
+
+def _nonfinite(value: Any) -> float | None:
+    """The first NaN or infinite float in ``value`` (a number or a list of them), else ``None``."""
+    for v in value if isinstance(value, (tuple, list)) else (value,):
+        if isinstance(v, float) and not math.isfinite(v):
+            return v
+    return None
+
+
 def _convert(value: Any, tp: Any, path: str, problems: list[str]) -> Any:
     """Check ``value`` against the annotation ``tp`` (ints widen to floats); record a problem if wrong."""
     origin = typing.get_origin(tp)
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, Mapping):
-            problems.append(f"{path}: expected a table of options, got {value!r}")
+            problems.append(f"{path}: expected a table of options, got {_short(value)}")
             return None
         return _build(tp, value, path, problems)
     if origin in (typing.Union, types.UnionType):
@@ -116,11 +160,11 @@ def _convert(value: Any, tp: Any, path: str, problems: list[str]) -> Any:
             out = _convert(value, arg, path, trial)
             if not trial:
                 return out
-        problems.append(f"{path}: expected {_type_name(tp)}, got {value!r}")
+        problems.append(f"{path}: expected {_type_name(tp)}, got {_short(value)}")
         return None
     if origin in (tuple, list):
         if not isinstance(value, (list, tuple)):
-            problems.append(f"{path}: expected a list, got {value!r}")
+            problems.append(f"{path}: expected a list, got {_short(value)}")
             return None
         args = typing.get_args(tp)
         elem = args[0] if args else Any
@@ -128,41 +172,58 @@ def _convert(value: Any, tp: Any, path: str, problems: list[str]) -> Any:
         return tuple(items) if origin is tuple else items
     if origin is dict or tp is dict:
         if not isinstance(value, Mapping):
-            problems.append(f"{path}: expected a table, got {value!r}")
+            problems.append(f"{path}: expected a table, got {_short(value)}")
             return None
+        _check_strings(value, path, problems)
         return dict(value)
     if tp is Any:
+        _check_strings(value, path, problems)
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            problems.append(f"{path}: expected a number, got {value!r}")
+            problems.append(f"{path}: expected a number, got {_short(value)}")
             return None
         return float(value)
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             if isinstance(value, float) and value.is_integer():
                 return int(value)
-            problems.append(f"{path}: expected an integer, got {value!r}")
+            problems.append(f"{path}: expected an integer, got {_short(value)}")
             return None
         return value
     if tp is bool:
         if not isinstance(value, bool):
-            problems.append(f"{path}: expected true or false, got {value!r}")
+            problems.append(f"{path}: expected true or false, got {_short(value)}")
             return None
         return value
     if tp is str:
         if not isinstance(value, str):
-            problems.append(f"{path}: expected a string, got {value!r}")
+            problems.append(f"{path}: expected a string, got {_short(value)}")
+            return None
+        why = _string_problem(value)
+        if why:
+            problems.append(f"{path}: {why}")
             return None
         return value
     return value
 
 
+def _short(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters (a 50 MB string must not flood the terminal)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 5] + "…" + text[-4:]
+
+
 def _check_bounds(value: Any, meta: OptionMeta, path: str, problems: list[str]) -> None:
     if meta.choices is not None and value not in meta.choices:
         allowed = ", ".join(repr(c) for c in meta.choices)
-        problems.append(f"{path}: {value!r} is not allowed; choose one of {allowed}")
+        problems.append(f"{path}: {_short(value)} is not allowed; choose one of {allowed}")
         return
+    if meta.check is not None:
+        why = meta.check(value)
+        if why:
+            problems.append(f"{path}: {_short(value)} {why}")
+            return
     values = value if isinstance(value, (tuple, list)) else (value,)
     for v in values:
         if not isinstance(v, (int, float)) or isinstance(v, bool):
@@ -192,6 +253,11 @@ def _build(cls: type[T], data: Mapping[str, Any], path: str, problems: list[str]
             continue
         before = len(problems)
         converted = _convert(value, hints[key], where, problems)
+        bad = _nonfinite(converted) if len(problems) == before else None
+        default = fields[key].default
+        if bad is not None and converted != default:  # a non-finite default (-inf: unset) may be restated
+            unset = f" (or {default!r}, its default)" if _nonfinite(default) is not None else ""
+            problems.append(f"{where}: {bad!r} is not allowed; give a finite number{unset}")
         if len(problems) == before:
             _check_bounds(converted, option_meta(fields[key]), where, problems)
         if len(problems) == before:
@@ -252,13 +318,36 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:
-    """Read a TOML file; a syntax error becomes a :class:`ConfigError` naming the file and line."""
+    """Read a TOML file; every way it can fail becomes a :class:`ConfigError` naming the file.
+
+    At most :data:`MAX_FILE_BYTES` are read (``/dev/zero`` or a data file given by mistake must not fill
+    the memory); the text must be UTF-8; a syntax error names the line.
+    """
     p = Path(path)
     try:
         with p.open("rb") as fh:
-            return tomllib.load(fh)
+            data = fh.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError([f"scenario file {p} not found"], source=str(p)) from None
+    except OSError as err:
+        raise ConfigError([f"cannot read {p}: {err.strerror or err}"], source=str(p)) from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ConfigError(
+            [f"{p} is larger than {MAX_FILE_BYTES >> 20} MiB; a scenario is a small TOML text file"],
+            source=str(p),
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            [
+                f"{p} is not a UTF-8 text file (byte {data[err.start]:#04x} at offset {err.start}); "
+                "a scenario is a TOML text file"
+            ],
+            source=str(p),
+        ) from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ConfigError([f"malformed TOML: {err}"], source=str(p)) from None
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,12 +27,39 @@ from raysfl.models.config import ModelConfig
 from raysfl.models.zoo import validate_model_config
 from raysfl.system.config import SystemConfig
 
+NAME_MAX_CHARS = 128
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def check_name(name: str) -> str | None:
+    """Why ``name`` cannot name a run directory, or ``None``.
+
+    A scenario name becomes a folder (``OUT/<name>``, ``runs/<name>-<time>``): 1 to 128 letters, digits,
+    ``.``, ``_`` or ``-``, starting with a letter, digit or ``_``; so no path separators, ``..``, hidden
+    names or characters a file system or a shell would trip on.
+    """
+    if len(name) <= NAME_MAX_CHARS and _NAME.fullmatch(name):
+        return None
+    return (
+        f"is not a usable run-directory name; use 1 to {NAME_MAX_CHARS} letters, digits, '.', '_' or '-', "
+        "starting with a letter, digit or '_'"
+    )
+
+
+def name_from_stem(stem: str) -> str:
+    """A valid scenario name from a file's stem (unsafe characters become ``_``), for a file without one."""
+    name = _NAME_UNSAFE.sub("_", stem).lstrip(".-")[:NAME_MAX_CHARS]
+    return name or "scenario"
+
 
 @dataclass(frozen=True)
 class Scenario:
     """Everything a run needs; the resolved copy is written beside the run's outputs."""
 
-    name: str = option("scenario", doc="scenario name, used for the run directory")
+    name: str = option(
+        "scenario", check=check_name, doc="scenario name: names the run directory (letters, digits, . _ -)"
+    )
     description: str = option("", doc="one line on what this scenario reproduces")
     seed: int = option(2023, ge=0, doc="root seed of every random stream [P] GAS App. E")
     data: DataConfig = option(factory=DataConfig)
@@ -91,13 +119,25 @@ def _cross_checks(sc: Scenario) -> list[str]:
     return problems
 
 
+def _params_problems(name: Any, algo: Any) -> list[str]:
+    """The problems of ``[algorithm.params]`` alone, so they are listed together with all the others."""
+    params = algo.get("params", {}) if isinstance(algo, Mapping) else {}
+    if not isinstance(name, str) or name not in ALGORITHMS or not isinstance(params, Mapping):
+        return []
+    try:
+        build(ALGORITHMS[name].params, params, "algorithm.params")
+    except ConfigError as err:
+        return err.problems
+    return []
+
+
 def scenario_from_dict(data: Mapping[str, Any], overrides: Sequence[str] = ()) -> Scenario:
     """Build and validate a :class:`Scenario` from a nested mapping plus ``key=value`` overrides."""
     raw = apply_overrides(copy.deepcopy(dict(data)), overrides)
     problems: list[str] = []
     algo = raw.get("algorithm", {})
     name = algo.get("name", "gas") if isinstance(algo, Mapping) else "gas"
-    if name not in ALGORITHMS:
+    if isinstance(name, str) and name not in ALGORITHMS:  # a non-string is build()'s type error
         close = difflib.get_close_matches(str(name), list(ALGORITHMS), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         problems.append(
@@ -106,7 +146,7 @@ def scenario_from_dict(data: Mapping[str, Any], overrides: Sequence[str] = ()) -
     try:
         sc = build(Scenario, raw)
     except ConfigError as err:
-        raise ConfigError(problems + err.problems) from None
+        raise ConfigError(problems + err.problems + _params_problems(name, algo)) from None
     if not problems:
         problems += _cross_checks(sc)
     if problems:
@@ -115,9 +155,23 @@ def scenario_from_dict(data: Mapping[str, Any], overrides: Sequence[str] = ()) -
 
 
 def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
-    """Load a scenario TOML file, apply overrides, validate; one :class:`ConfigError` lists all problems."""
+    """Load a scenario TOML file, apply overrides, validate; one :class:`ConfigError` lists all problems.
+
+    A file that sets no key at all is refused: it would silently start the full default run (an empty file
+    is nearly always a mistake). Without a ``name`` the scenario is named after the file.
+    """
     raw = read_toml(path)
-    raw.setdefault("name", Path(path).stem)
+    if not raw:
+        d = Scenario()
+        raise ConfigError(
+            [
+                f"{path} sets no key; every value would be a default (the full {d.algorithm.name} run on "
+                f"{d.data.dataset} with {d.model.name}, T = {d.train.global_iterations}). Start from "
+                'scenarios/default.toml, or write at least `name = "..."` to take every other default'
+            ],
+            source=str(path),
+        )
+    raw.setdefault("name", name_from_stem(Path(path).stem))
     try:
         return scenario_from_dict(raw, overrides)
     except ConfigError as err:
