@@ -5,13 +5,24 @@ The one module (with ``ray_backend.py``) under ``raysfl/`` that imports Ray.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import secrets
+import signal
 import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import ray
 
+from raysfl.engine import reaper
 from raysfl.engine.ray_backend import RayDispatcher
+
+_EMBEDDED: dict[str, Any] = {}  # the local Ray that ensure_ray started: its process marker and watchdog
 
 
 class ClusterUnreachableError(RuntimeError):
@@ -38,7 +49,9 @@ def ensure_ray(address: str | None) -> None:
     """Join ``address`` (``"auto"`` or ``host:port``) or start an embedded local Ray; no-op if running.
 
     An explicit ``host:port`` is checked even when Ray is already running in this process, so a wrong
-    address is never silently replaced by the current session.
+    address is never silently replaced by the current session. An embedded Ray ends with this process,
+    however it exits (:func:`shutdown_ray`, :mod:`raysfl.engine.reaper`); ^C while it starts is held
+    until it is up, then stops it and raises ``KeyboardInterrupt``.
     """
     if address:
         check_reachable(address)
@@ -46,7 +59,7 @@ def ensure_ray(address: str | None) -> None:
         return
     kwargs: dict[str, Any] = {"logging_level": "WARNING", "log_to_driver": True}
     if not address:
-        ray.init(include_dashboard=False, **kwargs)
+        _start_embedded(kwargs)
         return
     try:
         ray.init(address=address, **kwargs)
@@ -55,6 +68,67 @@ def ensure_ray(address: str | None) -> None:
             f"could not join the Ray cluster at --address {address}: {err} Start one with "
             "`ray start --head`, or drop --address and unset RAY_ADDRESS to run on an embedded local Ray."
         ) from None
+
+
+@contextlib.contextmanager
+def _sigint_deferred(note: str) -> Iterator[list[int]]:
+    """Hold ^C back (in the main thread) while Ray starts or stops; yields the list of held signals.
+
+    A ``ray.init`` cut short by ^C was seen to crash the interpreter at exit (SIGSEGV) and to leave
+    processes behind: Ray gets to finish starting or stopping, then the caller acts on the ^C.
+    """
+    held: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+
+    def hold(signum: int, frame: Any) -> None:
+        if not held:
+            print(f"raysfl: interrupted; {note}", file=sys.stderr, flush=True)
+        held.append(signum)
+
+    previous = signal.signal(signal.SIGINT, hold)
+    try:
+        yield held
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _start_embedded(kwargs: dict[str, Any]) -> None:
+    """``ray.init`` a local Ray whose every process dies with this one (:mod:`raysfl.engine.reaper`)."""
+    marker = f"{os.getpid()}-{secrets.token_hex(8)}"
+    _EMBEDDED.update(marker=marker, watchdog=reaper.start_watchdog(marker))
+    with _sigint_deferred("stopping Ray once it has started (a few seconds)") as held:
+        os.environ[reaper.MARKER_VAR] = marker  # inherited by every process ray.init starts
+        try:
+            ray.init(include_dashboard=False, **kwargs)
+        except BaseException:
+            shutdown_ray()
+            raise
+        finally:
+            os.environ.pop(reaper.MARKER_VAR, None)
+    if held:
+        shutdown_ray()
+        raise KeyboardInterrupt
+
+
+def shutdown_ray() -> None:
+    """Stop the local Ray that :func:`ensure_ray` started and end every process of it; else do nothing.
+
+    A Ray this process joined (``--address``) or that someone else started (``ray.init`` by the caller)
+    is left alone. ^C is held back while Ray stops.
+    """
+    if not _EMBEDDED:
+        return
+    marker, watchdog = _EMBEDDED.pop("marker"), _EMBEDDED.pop("watchdog")
+    with _sigint_deferred("Ray is stopping"):
+        if ray.is_initialized():
+            ray.shutdown()
+        reaper.kill_ray_processes(os.getpid(), marker)
+        if watchdog is not None:
+            watchdog.stdin.close()  # the watchdog finds nothing left and exits
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                watchdog.wait(timeout=10)
 
 
 def pool_count(num_clients: int, pools: int, clients_per_pool: int) -> int:
