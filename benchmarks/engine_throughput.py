@@ -104,7 +104,8 @@ def engine_run(sc, data_dir: str | None, out: Path) -> tuple[float, int, dict]:
     """raysfl on an embedded Ray; wall time from the first evaluation (actors up) to the last."""
     import pyarrow.parquet as pq
 
-    summary = run(sc, out, backend="ray", data_dir=data_dir)
+    # a scratch directory: a rerun replaces the last one
+    summary = run(sc, out, backend="ray", data_dir=data_dir, overwrite=True)
     rows = pq.read_table(out / "metrics.parquet").to_pylist()
     events = pq.read_table(out / "events.parquet").to_pylist()
     n_act = sum(e["kind"] == "act" for e in events)

@@ -120,7 +120,8 @@ def measure(label: str, overrides: list[str], args: argparse.Namespace, address:
     sc = load_scenario(ROOT / "scenarios" / "default.toml", [*base, *overrides])
     out = Path(args.out) / label.replace(" ", "_").replace("/", "-")
     with Sampler() as sampler:
-        summary = run(sc, out, backend="ray", data_dir=args.data_dir, address=address)
+        # a scratch directory: a rerun replaces the last one
+        summary = run(sc, out, backend="ray", data_dir=args.data_dir, address=address, overwrite=True)
     metrics = pq.read_table(out / "metrics.parquet").to_pylist()
     events = pq.read_table(out / "events.parquet", columns=["kind", "server_update"]).to_pylist()
     wall = metrics[-1]["wall_s"] - metrics[0]["wall_s"]

@@ -20,6 +20,7 @@ import glob
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from raysfl.config import ConfigError, dumps_toml, read_toml
 
@@ -29,6 +30,25 @@ SCENARIO_ROOT = Path(__file__).resolve().parent.parent / "scenarios"
 
 class UsageError(RuntimeError):
     """A problem with the user's input that the user can fix; printed without a traceback."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """A parser whose commands take options and ``key=value`` overrides in any order.
+
+    Plain argparse ends a ``nargs="*"`` positional at the first option, so ``run S --out D k=v`` would
+    reject ``k=v``; each command (a parser without subcommands) parses intermixed instead.
+    """
+
+    _mixing = False
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # noqa: D102
+        if self._mixing or self._subparsers is not None:  # subcommands cannot be intermixed
+            return super().parse_known_args(args, namespace)
+        self._mixing = True  # parse_known_intermixed_args calls back into parse_known_args
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._mixing = False
 
 
 SWEEP_SUFFIX = ".sweep.toml"  # sweep files (raysfl sweep) live beside scenarios but are not scenarios
@@ -179,6 +199,10 @@ def expand_scenarios(items: Sequence[str]) -> list[Path]:
             found += sorted(p for p in path.rglob("*.toml") if not p.name.endswith(SWEEP_SUFFIX))
         elif path.is_file():
             found.append(path)
+        elif path.exists():
+            raise UsageError(
+                f"scenario {item!r} is not a regular file (a .toml file, a directory, or a glob)"
+            )
         elif any(ch in item for ch in "*?["):
             hits = sorted(glob.glob(item, recursive=True)) or sorted(
                 glob.glob(str(SCENARIO_ROOT / item), recursive=True)
@@ -196,11 +220,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run one scenario, or a set (directory / glob), on Ray and write each run's outputs."""
     import os
 
-    from raysfl.engine.runner import default_out_dir, run
+    from raysfl.engine.runner import check_out_dir, default_out_dir, run
 
     overrides = [a for a in args.targets if "=" in a]
     paths = expand_scenarios([a for a in args.targets if "=" not in a])
     address = args.address or os.environ.get("RAY_ADDRESS") or None
+    if args.resume and args.overwrite:
+        raise UsageError("run: --resume continues a run and --overwrite starts it over; give one of them")
     if args.resume:
         run_dir = Path(args.resume)
         scenarios = [_resume_scenario(run_dir, paths, overrides)]
@@ -208,20 +234,53 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("run: name a scenario (file, directory or glob), or --resume RUN_DIR")
     else:
         scenarios = [_load(str(p), overrides) for p in paths]  # validate the whole set before running any
-    for sc in scenarios:
-        if args.resume:
-            out: Path | None = Path(args.resume)
-        elif len(scenarios) == 1:
-            out = Path(args.out) if args.out else None
-        else:
-            out = Path(args.out) / sc.name if args.out else default_out_dir(sc)
+    outs: list[Path | None]
+    if args.resume:
+        outs = [Path(args.resume)]
+    elif len(scenarios) == 1:
+        outs = [Path(args.out) if args.out else None]
+    else:
+        _refuse_duplicate_names(scenarios, paths)
+        outs = [_child_dir(Path(args.out), sc.name) if args.out else default_out_dir(sc) for sc in scenarios]
+    for out in outs:  # refuse a used or unwritable --out before running any scenario of the set
+        if out is not None:
+            check_out_dir(out, resume=bool(args.resume), overwrite=args.overwrite)
+    for sc, out in zip(scenarios, outs, strict=True):
         summary = run(
-            sc, out, backend=args.backend, address=address, data_dir=args.data_dir, resume=bool(args.resume)
+            sc,
+            out,
+            backend=args.backend,
+            address=address,
+            data_dir=args.data_dir,
+            resume=bool(args.resume),
+            overwrite=args.overwrite,
         )
         _print_done(sc.name, summary)
         if summary["interrupted"]:
             return 130
     return 0
+
+
+def _refuse_duplicate_names(scenarios: Sequence, paths: Sequence[Path]) -> None:
+    """A set whose scenarios share a name would write them into one folder: refuse it, naming the files."""
+    files: dict[str, list[str]] = {}
+    for sc, path in zip(scenarios, paths, strict=True):
+        files.setdefault(sc.name, []).append(str(path))
+    dups = [f"{name!r} ({', '.join(where)})" for name, where in files.items() if len(where) > 1]
+    if dups:
+        raise UsageError(
+            "run: scenarios of the set share a name, and each run's folder is named after its scenario: "
+            + "; ".join(dups)
+            + ". Give each file its own `name = ...`, or run them one at a time with their own --out."
+        )
+
+
+def _child_dir(root: Path, name: str) -> Path:
+    """``root/name``, refused unless it is a direct child of ``root`` (names are validated; this holds)."""
+    child = root / name
+    if name in ("", ".", "..") or child.resolve().parent != root.resolve():
+        raise UsageError(f"name: {name!r} would put the run outside --out {root}; use a plain folder name")
+    return child
 
 
 def _resume_scenario(run_dir: Path, paths: Sequence[Path], overrides: Sequence[str]):  # noqa: ANN202
@@ -342,7 +401,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``raysfl`` command."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="raysfl",
         description="Ray-based simulator for asynchronous split federated learning with straggling devices.",
     )
@@ -385,6 +444,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="scenario files, directories or globs, and key=value overrides applied to each",
     )
     p.add_argument("--out", help="run directory (several scenarios: a root with one folder per scenario)")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the outputs of a run already in the run directory (default: refuse it)",
+    )
     p.add_argument(
         "--resume",
         metavar="RUN_DIR",
@@ -445,11 +509,12 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from raysfl.data.errors import PartitionError
     from raysfl.engine.checkpoint import CheckpointError
     from raysfl.engine.cluster import ClusterUnreachableError
-    from raysfl.engine.runner import RunFailedError
+    from raysfl.engine.runner import OutDirError, RunFailedError
     from raysfl.sweep.execute import SweepStateError
 
     return (
         UsageError,
+        OutDirError,
         DataError,
         PartitionError,
         ClusterUnreachableError,
@@ -468,15 +533,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         print(f"raysfl: {err.report()}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:  # before _user_errors(): a ^C inside `import torch` leaves it half-imported
+        print("raysfl: interrupted", file=sys.stderr)
+        return 130
     except _user_errors() as err:
         print(f"raysfl: {err}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("raysfl: interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:  # output piped into `head` and closed early
         sys.stderr.close()
         return 0
+    finally:
+        _stop_embedded_ray()
+
+
+def _stop_embedded_ray() -> None:
+    """Stop the local Ray a command started, leaving no process of it behind (no-op if none)."""
+    cluster = sys.modules.get("raysfl.engine.cluster")
+    if cluster is not None:
+        cluster.shutdown_ray()
 
 
 if __name__ == "__main__":

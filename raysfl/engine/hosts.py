@@ -8,6 +8,7 @@ shells in ``actors/`` forward to it unchanged, so local and Ray runs execute the
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -62,6 +63,23 @@ def pick_device(requested: str) -> str:
     return "cpu"
 
 
+def _writable(a: Any) -> Any:
+    return np.array(a) if isinstance(a, np.ndarray) and not a.flags.writeable else a
+
+
+def owned_setup(setup: RunSetup) -> RunSetup:
+    """``setup`` with writable arrays (the same object when they already are).
+
+    An actor receives numpy arrays as read-only views into Ray's object store; torch tensors over them
+    make torch print a ``UserWarning`` into the user's terminal, and writing them is undefined. The setup's
+    arrays (sample indices, label counts) are small and copied once, when a host starts.
+    """
+    hist, indices = _writable(setup.label_hist), tuple(_writable(ix) for ix in setup.client_indices)
+    if hist is setup.label_hist and all(a is b for a, b in zip(indices, setup.client_indices, strict=True)):
+        return setup
+    return dataclasses.replace(setup, label_hist=hist, client_indices=indices)
+
+
 class ClientHost:
     """Hosts the client logic and the per-client state of a set of virtual clients."""
 
@@ -70,6 +88,7 @@ class ClientHost:
     ) -> None:
         self.threads = threads
         _use_threads(threads)
+        setup = owned_setup(setup)
         self.setup = setup
         self.logic = setup_spec(setup).make_client(setup, build_model(setup), train_x, train_y, transform)
         self.states: dict[int, Any] = {}
@@ -122,8 +141,11 @@ class ServerHost:
     ) -> None:
         self.threads = threads
         _use_threads(threads)
-        x = transform.test(torch.from_numpy(np.array(test_x, copy=True)))  # object-store arrays are read-only
-        y = torch.from_numpy(np.asarray(test_y, dtype=np.int64))
+        setup = owned_setup(setup)
+        # Arrays from Ray's object store are read-only and torch wants tensors it may write: copy once
+        # here (the test set, at start-up), which also keeps torch's warning out of the user's terminal.
+        x = transform.test(torch.from_numpy(np.array(test_x, copy=True)))
+        y = torch.from_numpy(np.array(test_y, dtype=np.int64, copy=True))
         seed = torch_seed(setup.scenario.seed, "server")
         self.logic = setup_spec(setup).make_server(setup, build_model(setup), x, y, seed, device)
         self._externals = {"setup": setup, "test_x": x, "test_y": y, "transform": transform}

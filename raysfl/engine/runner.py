@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -85,6 +87,56 @@ def prepare(sc: Scenario, data_dir: str | None = None) -> Prepared:
 def default_out_dir(sc: Scenario, root: str | Path = "runs") -> Path:
     """``runs/<name>-<YYYYmmdd-HHMMSS>``."""
     return Path(root) / f"{sc.name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+
+
+RUN_OUTPUTS = ("config.toml", "summary.json", "metrics.parquet", "events.parquet", "tb", "checkpoints")
+
+
+class OutDirError(RuntimeError):
+    """The run directory is a file, cannot be written, or holds another run (a user error: exit 2)."""
+
+
+def check_out_dir(out: Path, *, resume: bool = False, overwrite: bool = False) -> None:
+    """Refuse ``out`` before anything runs, with the fix; see :func:`run`.
+
+    Refused: a file, a place that cannot be written, and (unless ``resume`` or ``overwrite``) a directory
+    that already holds a run's outputs.
+    """
+    if out.exists() and not out.is_dir():
+        raise OutDirError(f"--out {out} is a file, not a directory; choose another --out")
+    base = out
+    while not base.exists() and base != base.parent:  # the nearest existing folder decides
+        base = base.parent
+    if not base.is_dir():
+        raise OutDirError(f"cannot create the run directory {out}: {base} is a file; choose another --out")
+    if not os.access(base, os.W_OK | os.X_OK):
+        read_only = hasattr(os, "statvfs") and os.statvfs(base).f_flag & os.ST_RDONLY
+        why = "is on a read-only file system" if read_only else "is not writable for this user"
+        raise OutDirError(f"cannot write the run directory {out}: {base} {why}; choose another --out")
+    if resume or overwrite:
+        return
+    if checkpoint_files(out / "checkpoints"):
+        raise CheckpointError(
+            f"{out} already holds a resumable run (checkpoints); nothing was changed in it. Continue it with "
+            f"`raysfl run --resume {out}`, pick a new directory with --out, or start over with --overwrite."
+        )
+    held = [name for name in RUN_OUTPUTS if (out / name).exists()]
+    if held:
+        finished = "a finished run" if (out / "summary.json").is_file() else "a run's outputs"
+        raise OutDirError(
+            f"{out} already holds {finished} ({', '.join(held)}); nothing was changed in it. Choose another "
+            "--out, or pass --overwrite to delete those outputs and run again."
+        )
+
+
+def clear_outputs(out: Path) -> None:
+    """Delete a previous run's outputs (:data:`RUN_OUTPUTS`) from ``out``; other files stay."""
+    for name in RUN_OUTPUTS:
+        path = out / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
 
 
 def write_config(prep: Prepared, out: Path, backend: str) -> None:
@@ -183,8 +235,17 @@ def run(
     data_dir: str | None = None,
     resume: bool = False,
     extra_sinks: Sequence[Sink] = (),
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Run ``sc`` and write its outputs; returns the summary. ``backend`` is ``"ray"`` or ``"local"``.
+
+    ``out_dir`` must not hold another run's outputs (:data:`RUN_OUTPUTS`): a finished or partial run is
+    refused with an :class:`OutDirError`, a resumable one (checkpoints) with a
+    :class:`~raysfl.engine.checkpoint.CheckpointError`, nothing changed in either. ``overwrite=True``
+    starts the run over instead: once the data is loaded and the cluster answers, those outputs (and only
+    those; other files in ``out_dir`` stay) are deleted, so TensorBoard never mixes two runs' event files.
+    A path that is a file or cannot be written is an :class:`OutDirError` before anything runs; nothing
+    is written until Ray has started or joined the cluster.
 
     ``extra_sinks`` receive the event and evaluation rows besides the run's own logs (a sweep trial
     reports each evaluation to Ray Tune this way); they are not closed by the run.
@@ -198,13 +259,11 @@ def run(
         raise ValueError(f"backend must be 'ray' or 'local', got {backend!r}")
     if sc.engine.kill_pool_at_iteration and backend != "ray":
         raise ValueError("engine.kill_pool_at_iteration kills a Ray pool process; it needs backend 'ray'")
+    if resume and overwrite:
+        raise ValueError("resume and overwrite exclude each other: continue the run, or start it over")
     out = Path(out_dir) if out_dir is not None else default_out_dir(sc)
     ck_dir = out / "checkpoints"
-    if not resume and checkpoint_files(ck_dir):
-        raise CheckpointError(
-            f"{out} already holds a resumable run (checkpoints); nothing was changed in it. Continue it with "
-            f"`raysfl run --resume {out}`, or pick a new directory with --out."
-        )
+    check_out_dir(out, resume=resume, overwrite=overwrite)
     ck = require_checkpoint(out) if resume else None
     scenario_doc = _finite(scenario_to_dict(sc))
     if ck is not None:
@@ -215,7 +274,16 @@ def run(
             print(f"raysfl: {note}", file=sys.stderr)
             return {**done, "out_dir": str(out)}
     prep = prepare(sc, data_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if backend == "ray":  # start or join Ray before writing: an unreachable cluster leaves no folder
+        from raysfl.engine.cluster import ensure_ray
+
+        ensure_ray(address)
+    if overwrite:
+        clear_outputs(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise OutDirError(f"cannot create the run directory {out}: {err.strerror or err}") from None
     if ck is None:
         write_config(prep, out, backend)
     wall0, restarts = time.monotonic(), 0

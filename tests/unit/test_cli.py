@@ -98,6 +98,7 @@ def test_unreachable_cluster_address_is_a_clear_error(capsys, tmp_path):
     err = capsys.readouterr().err
     assert f"no Ray cluster at --address 127.0.0.1:{port}" in err and "ray start --head" in err
     assert "Traceback" not in err
+    assert not (tmp_path / "o").exists()  # nothing is written when the cluster cannot be reached
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,303 @@
+"""What a new user can get wrong: unsafe names, used run directories, odd files, non-finite numbers.
+
+Each mistake exits with status 2 and one paragraph naming the field or the file and the fix, never a
+traceback, and writes nothing (issue 18). The runs here use ``--backend local`` and a tiny synthetic set.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from raysfl.cli import build_parser, main
+from raysfl.config import MAX_FILE_BYTES, ConfigError, read_toml
+from raysfl.scenario import load_scenario, scenario_from_dict
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT = str(ROOT / "scenarios" / "default.toml")
+TINY = """\
+name = "{name}"
+[data]
+dataset = "synthetic"
+partition = "iid"
+synthetic_train = 200
+synthetic_test = 100
+[model]
+name = "lenet5"
+[federation]
+num_clients = 4
+active_clients = 2
+[train]
+global_iterations = {iterations}
+local_iterations = 1
+batch_size = 16
+[metrics]
+progress = false
+"""
+
+
+def _scenario(path: Path, name: str = "tiny", iterations: int = 1) -> Path:
+    path.write_text(TINY.format(name=name, iterations=iterations))
+    return path
+
+
+def _problems(data: dict, overrides: tuple[str, ...] = ()) -> list[str]:
+    with pytest.raises(ConfigError) as err:
+        scenario_from_dict(data, overrides)
+    return err.value.problems
+
+
+def _run(capsys, *argv: str) -> tuple[int, str]:
+    code = main(["run", *argv, "--backend", "local"])
+    return code, capsys.readouterr().err
+
+
+# --- scenario names -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["/tmp/x", "../../x", "..", ".", "a/b", "a\x00b", "", ".hidden", "a b", "x" * 129]
+)
+def test_unsafe_scenario_names_are_refused_naming_the_field(name):
+    (problem,) = _problems({"name": name})
+    assert problem.startswith("name: ")
+    if len(name) < 100 and "\x00" not in name:
+        assert "letters, digits, '.', '_' or '-'" in problem
+
+
+@pytest.mark.parametrize("name", ["tiny", "gas_fmnist-k20.s2", "_x", "A" * 128])
+def test_safe_scenario_names_pass(name):
+    assert scenario_from_dict({"name": name}).name == name
+
+
+def test_a_file_without_name_is_named_after_its_file_made_safe(tmp_path):
+    path = tmp_path / "my run (v2).toml"
+    path.write_text("seed = 3\n")
+    assert load_scenario(path).name == "my_run_v2_"
+
+
+def test_set_with_a_path_as_name_writes_nothing_outside_out(capsys, tmp_path):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "config.toml").write_text("mine = 1\n")
+    sdir = tmp_path / "set"
+    sdir.mkdir()
+    _scenario(sdir / "a.toml", name="a")
+    _scenario(sdir / "b.toml", name=str(victim))
+    code, err = _run(capsys, str(sdir), "--out", str(tmp_path / "out"))
+    assert code == 2 and "name: " in err and "Traceback" not in err
+    assert (victim / "config.toml").read_text() == "mine = 1\n"
+    assert not (tmp_path / "out").exists()
+
+
+def test_set_with_two_scenarios_of_one_name_is_refused_before_running_any(capsys, tmp_path):
+    sdir = tmp_path / "set"
+    sdir.mkdir()
+    _scenario(sdir / "a.toml", name="same")
+    _scenario(sdir / "b.toml", name="same")
+    code, err = _run(capsys, str(sdir), "--out", str(tmp_path / "out"))
+    assert code == 2 and "share a name" in err and "a.toml" in err and "b.toml" in err
+    assert not (tmp_path / "out").exists()
+
+
+# --- used, odd and unwritable run directories ------------------------------------------------------------
+
+
+def test_a_finished_run_is_not_overwritten_unless_asked(capsys, tmp_path):
+    scenario = _scenario(tmp_path / "s.toml")
+    out = tmp_path / "run"
+    assert _run(capsys, str(scenario), "--out", str(out))[0] == 0
+    before = (out / "summary.json").read_text()
+    code, err = _run(capsys, str(scenario), "--out", str(out), "train.global_iterations=2")
+    assert code == 2 and "already holds a finished run" in err and "--overwrite" in err
+    assert (out / "summary.json").read_text() == before  # nothing changed
+    (out / "notes.txt").write_text("keep me")
+    code, err = _run(capsys, str(scenario), "--out", str(out), "--overwrite", "train.global_iterations=2")
+    assert code == 0, err
+    assert json.loads((out / "summary.json").read_text())["global_iterations"] == 2
+    assert len(list((out / "tb").iterdir())) == 1  # TensorBoard sees one run, not two
+    assert (out / "notes.txt").read_text() == "keep me"  # only a run's own outputs are deleted
+
+
+def test_overwrite_starts_a_checkpointed_run_over_and_excludes_resume(capsys, tmp_path):
+    from raysfl.engine.checkpoint import CheckpointError
+    from raysfl.engine.runner import run
+
+    scenario = _scenario(tmp_path / "s.toml", iterations=2)
+    out = tmp_path / "run"
+    sc = load_scenario(scenario, ["engine.checkpoint_every=1"])
+    run(sc, out, backend="local")
+    assert list((out / "checkpoints").glob("ckpt-*.pt"))
+    with pytest.raises(CheckpointError, match="already holds a resumable run.*--overwrite"):
+        run(sc, out, backend="local")
+    run(load_scenario(scenario), out, backend="local", overwrite=True)
+    assert not (out / "checkpoints").exists()
+    with pytest.raises(ValueError, match="exclude each other"):
+        run(sc, out, backend="local", resume=True, overwrite=True)
+    code, err = _run(capsys, "--resume", str(out), "--overwrite")
+    assert code == 2 and "give one of them" in err
+
+
+def test_out_naming_a_file_is_a_clear_error(capsys, tmp_path):
+    scenario = _scenario(tmp_path / "s.toml")
+    target = tmp_path / "taken"
+    target.write_text("x")
+    code, err = _run(capsys, str(scenario), "--out", str(target))
+    assert code == 2 and "is a file, not a directory" in err and "Traceback" not in err
+    code, err = _run(capsys, str(scenario), "--out", str(target / "sub"))
+    assert code == 2 and "is a file" in err and "Traceback" not in err
+    assert target.read_text() == "x"
+
+
+def test_out_on_a_read_only_file_system_is_a_clear_error(capsys, tmp_path, monkeypatch):
+    scenario = _scenario(tmp_path / "s.toml")
+
+    class ReadOnly:
+        f_flag = os.ST_RDONLY
+
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if mode & os.W_OK else real_access(p, mode))
+    monkeypatch.setattr(os, "statvfs", lambda p: ReadOnly())
+    code, err = _run(capsys, str(scenario), "--out", str(tmp_path / "ro" / "run"))
+    assert code == 2 and "read-only file system" in err and "Traceback" not in err
+    assert not (tmp_path / "ro").exists()
+
+
+def test_a_failing_mkdir_is_a_clear_error(capsys, tmp_path, monkeypatch):
+    scenario = _scenario(tmp_path / "s.toml")
+
+    def refuse(self, *args, **kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(self))
+
+    monkeypatch.setattr(Path, "mkdir", refuse)
+    code, err = _run(capsys, str(scenario), "--out", str(tmp_path / "run"))
+    assert code == 2 and "cannot create the run directory" in err and "Read-only file system" in err
+    assert "Traceback" not in err
+
+
+# --- files that are not scenarios -------------------------------------------------------------------------
+
+
+def test_binary_and_huge_files_are_refused_without_reading_them_whole(tmp_path, capsys):
+    binary = tmp_path / "model.toml"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe" + bytes(range(256)))
+    with pytest.raises(ConfigError, match="is not a UTF-8 text file"):
+        read_toml(binary)
+    big = tmp_path / "big.toml"
+    big.write_text("# " + "x" * MAX_FILE_BYTES + "\n")
+    with pytest.raises(ConfigError, match="larger than 1 MiB"):
+        read_toml(big)
+    with pytest.raises(ConfigError, match="cannot read"):
+        read_toml(tmp_path)
+    for argv in (["validate", str(binary)], ["validate", "/dev/zero"], ["run", "/dev/zero"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and ("UTF-8" in err or "1 MiB" in err or "not a regular file" in err)
+
+
+def test_an_empty_scenario_file_is_refused_with_what_it_would_have_run(tmp_path, capsys):
+    empty = tmp_path / "empty.toml"
+    empty.write_text("# nothing yet\n")
+    assert main(["validate", str(empty)]) == 2
+    err = capsys.readouterr().err
+    assert "sets no key" in err and "T = 1000" in err and 'name = "..."' in err
+    named = tmp_path / "named.toml"
+    named.write_text('name = "all-defaults"\n')
+    assert load_scenario(named).train.global_iterations == 1000
+
+
+# --- values -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan"])
+def test_non_finite_numbers_are_refused_naming_the_field(value):
+    (problem,) = _problems({}, (f"train.lr={value}",))
+    assert problem.startswith("train.lr: ") and "finite" in problem
+
+
+def test_a_non_finite_default_may_be_restated_but_not_changed():
+    sc = scenario_from_dict({"system": {"link": {"tx_power_dbm": float("-inf")}}})
+    assert sc.system.link.tx_power_dbm == float("-inf")
+    (problem,) = _problems({"system": {"link": {"tx_power_dbm": float("inf")}}})
+    assert problem.startswith("system.link.tx_power_dbm: inf is not allowed") and "-inf" in problem
+
+
+def test_huge_strings_and_control_characters_are_refused_naming_the_field():
+    huge = "x" * (50 << 20)
+    problems = _problems({"description": huge, "reference": {"note": huge}, "data": {"data_dir": "a\x00b"}})
+    assert any(p.startswith("description: a string of 52,428,800 characters is too long") for p in problems)
+    assert any(p.startswith("reference.note: a string of") for p in problems)
+    assert "data.data_dir: contains the control character U+0000; remove it" in problems
+    assert all(len(p) < 200 for p in problems)  # the value itself is never echoed
+
+
+def test_algorithm_params_problems_are_listed_with_the_others():
+    problems = _problems({"seed": -1, "train": {"lr": "fast"}, "algorithm": {"params": {"q_s": 0}}})
+    assert "seed: -1 is out of range; it must be >= 0" in problems
+    assert "train.lr: expected a number, got 'fast'" in problems
+    assert "algorithm.params.q_s: 0 is out of range; it must be >= 1" in problems
+
+
+# --- the command line ---------------------------------------------------------------------------------------
+
+
+def test_overrides_may_follow_options(capsys):
+    args = build_parser().parse_args(["run", "a.toml", "--out", "d", "train.lr=0.1", "--backend", "local"])
+    assert args.targets == ["a.toml", "train.lr=0.1"] and args.out == "d"
+    assert main(["validate", DEFAULT, "--print", "train.global_iterations=7"]) == 0
+    assert "T=7" in capsys.readouterr().out
+
+
+def test_an_interrupt_is_exit_130_even_when_imports_were_cut_short(monkeypatch, capsys):
+    """^C inside ``import torch`` leaves it half-imported; listing the user errors would then fail."""
+    import raysfl.cli as cli
+
+    def half_imported():
+        raise RuntimeError("duplicate registrations for aten.linspace.Tensor_Tensor")
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_user_errors", half_imported)
+    monkeypatch.setattr(cli, "cmd_list", interrupted)
+    assert main(["list"]) == 130
+    assert "interrupted" in capsys.readouterr().err
+
+
+# --- the server's copy of the test set ---------------------------------------------------------------------
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a = a.copy()
+    a.flags.writeable = False
+    return a
+
+
+def test_hosts_own_writable_copies_of_read_only_arrays(tmp_path):
+    """Arrays from Ray's object store are read-only; tensors over them make torch warn on every run."""
+    import dataclasses
+
+    from raysfl.engine.hosts import ClientHost, ServerHost
+    from raysfl.engine.runner import prepare
+
+    prep = prepare(load_scenario(_scenario(tmp_path / "s.toml")))
+    ds = prep.dataset
+    setup = dataclasses.replace(
+        prep.setup,
+        label_hist=_read_only(np.asarray(prep.setup.label_hist)),
+        client_indices=tuple(_read_only(np.asarray(ix)) for ix in prep.setup.client_indices),
+    )
+    test_y = _read_only(ds.test_y.astype(np.int64))
+    server = ServerHost(setup, _read_only(ds.test_x), test_y, prep.transform)
+    y = server._externals["test_y"]
+    assert not np.shares_memory(y.numpy(), test_y) and y.numpy().flags.writeable
+    client = ClientHost(setup, _read_only(ds.train_x), _read_only(ds.train_y), prep.transform)
+    for host in (server, client):
+        own = host._externals["setup"]
+        assert own.label_hist.flags.writeable and all(ix.flags.writeable for ix in own.client_indices)
+    assert ServerHost(prep.setup, ds.test_x, ds.test_y, prep.transform)._externals["setup"] is prep.setup
