@@ -3,6 +3,12 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 SCENARIO ?= scenarios/default.toml
+# Where pip also looks for torch. constraints-cpu.txt pins torch==2.13.0; on Linux x86-64 PyPI's wheel of
+# that version is the CUDA build (GBs of nvidia-* packages). `make install TORCH_INDEX=URL`, with
+# URL = https://download.pytorch.org/whl/cpu, adds PyTorch's CPU index: the pin then resolves to
+# 2.13.0+cpu. Empty (default): pip's own configuration decides (a local CPU wheel, where there is one).
+TORCH_INDEX ?=
+PIP_TORCH := $(if $(strip $(TORCH_INDEX)),--extra-index-url $(strip $(TORCH_INDEX)),)
 # Use the development copy of the datasets when this checkout sits beside one.
 ifneq ($(wildcard ../shared/data/fashion-mnist),)
 export RAYSFL_DATA ?= $(abspath ../shared/data)
@@ -14,7 +20,7 @@ install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml constraints-cpu.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -c constraints-cpu.txt -e ".[test]"
+	$(BIN)/pip install -q -c constraints-cpu.txt $(PIP_TORCH) -e ".[test]"
 	touch $@
 
 data: install
