@@ -85,8 +85,13 @@ def prepare(sc: Scenario, data_dir: str | None = None) -> Prepared:
 
 
 def default_out_dir(sc: Scenario, root: str | Path = "runs") -> Path:
-    """``runs/<name>-<YYYYmmdd-HHMMSS>``."""
-    return Path(root) / f"{sc.name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    """``runs/<name>-<YYYYmmdd-HHMMSS>``, with ``-2``, ``-3``, ... when that exists (two runs in a second)."""
+    base = Path(root) / f"{sc.name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    out, n = base, 1
+    while out.exists():
+        n += 1
+        out = base.with_name(f"{base.name}-{n}")
+    return out
 
 
 RUN_OUTPUTS = ("config.toml", "summary.json", "metrics.parquet", "events.parquet", "tb", "checkpoints")

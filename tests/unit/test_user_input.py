@@ -124,6 +124,26 @@ def test_a_finished_run_is_not_overwritten_unless_asked(capsys, tmp_path):
     assert (out / "notes.txt").read_text() == "keep me"  # only a run's own outputs are deleted
 
 
+def test_two_runs_in_one_second_without_out_get_two_folders(tmp_path, monkeypatch):
+    from datetime import datetime
+
+    import raysfl.engine.runner as runner
+    from raysfl.engine.runner import default_out_dir
+
+    class Frozen(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return datetime(2026, 1, 2, 3, 4, 5)
+
+    monkeypatch.setattr(runner, "datetime", Frozen)
+    monkeypatch.chdir(tmp_path)
+    sc = scenario_from_dict({"name": "same"})
+    first = default_out_dir(sc)
+    first.mkdir(parents=True)
+    second = default_out_dir(sc)
+    assert first.name == "same-20260102-030405" and second.name == "same-20260102-030405-2"
+
+
 def test_overwrite_starts_a_checkpointed_run_over_and_excludes_resume(capsys, tmp_path):
     from raysfl.engine.checkpoint import CheckpointError
     from raysfl.engine.runner import run
