@@ -80,7 +80,7 @@ def run(tmp_path, method, overrides=(), name="run"):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fsl")
-    return {m: run(tmp, m) for m in METHODS}
+    return {m: run(tmp, m, name=m) for m in METHODS}
 
 
 def sizes(method):

@@ -42,7 +42,10 @@ def _gone(pid: int, timeout_s: float) -> bool:
 
 
 def test_finds_writers_into_the_session_and_marked_processes_only(tmp_path):
-    logs = tmp_path / f"session_2026-01-01_00-00-00_000001_{os.getpid()}" / "logs"
+    # The owner is a stand-in driver, not this process: the test session's own Ray (started by this
+    # process) writes under a session named after this process's pid and must be neither listed nor killed.
+    owner = _sleeper(tmp_path / "owner.log", "a")
+    logs = tmp_path / f"session_2026-01-01_00-00-00_000001_{owner.pid}" / "logs"
     logs.mkdir(parents=True)
     (logs / "raylet.out").write_text("")
     writer = _sleeper(logs / "raylet.out", "a")
@@ -52,14 +55,14 @@ def test_finds_writers_into_the_session_and_marked_processes_only(tmp_path):
     stranger = _sleeper(other, "a")
     marked = _sleeper(tmp_path / "m.log", "a", env={**os.environ, MARKER_VAR: "m1"})
     try:
-        found = ray_pids(os.getpid(), "m1")
+        found = ray_pids(owner.pid, "m1")
         assert writer.pid in found and marked.pid in found
         assert reader.pid not in found and stranger.pid not in found
-        assert sorted(kill_ray_processes(os.getpid(), "m1", grace_s=1.0)) == sorted([writer.pid, marked.pid])
+        assert sorted(kill_ray_processes(owner.pid, "m1", grace_s=1.0)) == sorted([writer.pid, marked.pid])
         assert writer.wait(5) == -signal.SIGTERM and marked.wait(5) == -signal.SIGTERM
         assert reader.poll() is None and stranger.poll() is None
     finally:
-        for p in (writer, reader, stranger, marked):
+        for p in (owner, writer, reader, stranger, marked):
             p.kill()
             p.wait()
 
