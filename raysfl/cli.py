@@ -93,12 +93,31 @@ def cmd_list(args: argparse.Namespace) -> int:
         print("algorithms:")
         for name, spec in ALGORITHMS.items():
             print(f"  {name:<14} [{spec.family}] {spec.description} ({spec.source})")
+        _list_plugins()
     if what in ("all", "devices"):
         print("device profiles:")
         for cls, section in ((ComputeConfig, "system.compute.kind"), (LinkConfig, "system.link.kind")):
             kind = next(f for f in dataclasses.fields(cls) if f.name == "kind")
             print(f"  {section}: {', '.join(option_meta(kind).choices or ())}")
     return 0
+
+
+def _list_plugins() -> None:
+    """The methods installed packages offer (entry points ``raysfl.algorithms``), each loaded and checked."""
+    from raysfl.algorithms import ALGORITHMS
+    from raysfl.methods import ENTRY_POINT_GROUP, UnknownAlgorithmError, plugin_entry_points, resolve
+
+    plugins = {n: ep for n, ep in plugin_entry_points().items() if n not in ALGORITHMS}
+    if not plugins:
+        return
+    print(f"installed methods (entry points {ENTRY_POINT_GROUP!r}):")
+    for name, ep in plugins.items():
+        try:
+            spec = resolve(name)
+        except UnknownAlgorithmError as err:
+            print(f"  {name:<14} unusable ({ep.value}): {'; '.join(err.problems)}")
+            continue
+        print(f"  {name:<14} [{spec.family}] {spec.description} ({spec.source}; {ep.value})")
 
 
 def _load(path: str, overrides: Sequence[str]):  # noqa: ANN202 - Scenario imported lazily

@@ -9,19 +9,19 @@ method's ``Params`` and runs the cross-section checks; every problem is reported
 from __future__ import annotations
 
 import copy
-import difflib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raysfl.algorithms import ALGORITHMS, AlgorithmSpec
+from raysfl.algorithms import AlgorithmSpec
 from raysfl.algorithms.config import AlgorithmConfig, FederationConfig, TrainConfig
 from raysfl.config import ConfigError, apply_overrides, build, option, read_toml, to_dict
 from raysfl.data.config import DataConfig
 from raysfl.data.registry import DATASETS
 from raysfl.engine.config import EngineConfig
+from raysfl.methods import UnknownAlgorithmError, resolve
 from raysfl.metrics.config import MetricsConfig
 from raysfl.models.config import ModelConfig
 from raysfl.models.zoo import validate_model_config
@@ -75,13 +75,12 @@ class Scenario:
     @property
     def params(self) -> Any:
         """The algorithm's parsed ``Params`` dataclass."""
-        spec = ALGORITHMS[self.algorithm.name]
-        return build(spec.params, self.algorithm.params, "algorithm.params")
+        return build(self.algorithm_spec.params, self.algorithm.params, "algorithm.params")
 
     @property
     def algorithm_spec(self) -> AlgorithmSpec:
-        """The registry entry of the scenario's algorithm."""
-        return ALGORITHMS[self.algorithm.name]
+        """The spec of the scenario's algorithm: built in, or found by import path or entry point."""
+        return resolve(self.algorithm.name)
 
 
 def _cross_checks(sc: Scenario) -> list[str]:
@@ -108,24 +107,33 @@ def _cross_checks(sc: Scenario) -> list[str]:
         size = data.crop_size
     problems += validate_model_config(sc.model, channels, size, classes)
     problems += sc.system.timing.algorithm_problems(sc.algorithm.name)
-    if sc.algorithm.name in ALGORITHMS:
-        spec = ALGORITHMS[sc.algorithm.name]
-        try:
-            params = build(spec.params, sc.algorithm.params, "algorithm.params")
-        except ConfigError as err:
-            problems += err.problems
-        else:
-            problems += spec.validate(sc, params) if spec.validate else []
+    spec = sc.algorithm_spec
+    try:
+        params = build(spec.params, sc.algorithm.params, "algorithm.params")
+    except ConfigError as err:
+        problems += err.problems
+    else:
+        problems += spec.validate(sc, params) if spec.validate else []
     return problems
 
 
-def _params_problems(name: Any, algo: Any) -> list[str]:
+def _spec_or_problems(name: Any) -> tuple[AlgorithmSpec | None, list[str]]:
+    """The spec ``algorithm.name`` names, or the problems saying why it names none (a non-string: none)."""
+    if not isinstance(name, str):  # build()'s type error
+        return None, []
+    try:
+        return resolve(name), []
+    except UnknownAlgorithmError as err:
+        return None, err.problems
+
+
+def _params_problems(spec: AlgorithmSpec | None, algo: Any) -> list[str]:
     """The problems of ``[algorithm.params]`` alone, so they are listed together with all the others."""
     params = algo.get("params", {}) if isinstance(algo, Mapping) else {}
-    if not isinstance(name, str) or name not in ALGORITHMS or not isinstance(params, Mapping):
+    if spec is None or not isinstance(params, Mapping):
         return []
     try:
-        build(ALGORITHMS[name].params, params, "algorithm.params")
+        build(spec.params, params, "algorithm.params")
     except ConfigError as err:
         return err.problems
     return []
@@ -134,19 +142,13 @@ def _params_problems(name: Any, algo: Any) -> list[str]:
 def scenario_from_dict(data: Mapping[str, Any], overrides: Sequence[str] = ()) -> Scenario:
     """Build and validate a :class:`Scenario` from a nested mapping plus ``key=value`` overrides."""
     raw = apply_overrides(copy.deepcopy(dict(data)), overrides)
-    problems: list[str] = []
     algo = raw.get("algorithm", {})
     name = algo.get("name", "gas") if isinstance(algo, Mapping) else "gas"
-    if isinstance(name, str) and name not in ALGORITHMS:  # a non-string is build()'s type error
-        close = difflib.get_close_matches(str(name), list(ALGORITHMS), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        problems.append(
-            f"algorithm.name: {name!r} is not a known method{hint}; choose one of {', '.join(ALGORITHMS)}"
-        )
+    spec, problems = _spec_or_problems(name)
     try:
         sc = build(Scenario, raw)
     except ConfigError as err:
-        raise ConfigError(problems + err.problems + _params_problems(name, algo)) from None
+        raise ConfigError(problems + err.problems + _params_problems(spec, algo)) from None
     if not problems:
         problems += _cross_checks(sc)
     if problems:

@@ -13,8 +13,9 @@ An event may ask the coordinator to read a small slot value before the policy se
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 SERVER = "server"
 CLIENT = "client"
@@ -25,6 +26,18 @@ class Slot:
     """A named value held by the dispatcher; names are tuples such as ``("acts", 7)``."""
 
     name: tuple[Any, ...]
+
+
+class EventData(TypedDict, total=False):
+    """The keys of ``Event.data`` the coordinator reads; a policy adds its own (plain data only).
+
+    ``awaits``: the slot name whose value is the arrival the event stands for (realtime mode waits for it).
+    ``fetch``: the slot name of a small value the policy must read; the coordinator puts it in ``value``.
+    """
+
+    awaits: tuple[Any, ...]
+    fetch: tuple[Any, ...]
+    value: Any
 
 
 @dataclass(frozen=True)
@@ -43,20 +56,29 @@ class Event:
     t: float
     kind: str
     client: int = -1
-    data: dict[str, Any] = field(default_factory=dict)
+    data: EventData | dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Call:
-    """Run ``target.method(*args)`` on :data:`SERVER` or on the pool of ``client`` (:data:`CLIENT`)."""
+    """Run ``target.method(*args)`` on :data:`SERVER` or on the pool of ``client`` (:data:`CLIENT`).
+
+    ``method`` names a method of the target's logic: preferably the function itself
+    (``Call(SERVER, ServerLogic.evaluate)``, ``Call(CLIENT, MyClient.train, ...)``), which a reader and an
+    editor can follow; it is stored as its name, a plain string, so a call pickles and checkpoints alike.
+    """
 
     target: str
-    method: str
+    method: str | Callable[..., Any]
     args: tuple[Any, ...] = ()
     client: int = -1
     out: Slot | None = None
     free: tuple[Slot, ...] = ()  # slots no longer needed once this call is dispatched
     pace_s: float = 0.0  # emulated duration of this operation; realtime mode makes it last that long
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.method, str):
+            object.__setattr__(self, "method", self.method.__name__)
 
 
 @dataclass(frozen=True)
@@ -66,7 +88,7 @@ class Schedule:
     t: float
     kind: str
     client: int = -1
-    data: dict[str, Any] = field(default_factory=dict)
+    data: EventData | dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -77,11 +99,27 @@ class Report:
     info: dict[str, Any]
 
 
+class LogRow(TypedDict, total=False):
+    """The columns of an event-log row the engine and the shared sinks know; a method may add its own.
+
+    ``bytes_up`` and ``bytes_down`` are summed into the run's traffic totals; the rest is written to
+    ``events.parquet`` as given (a column a row leaves out is empty there).
+    """
+
+    t: float  # virtual time of the event (s)
+    kind: str  # what happened: "start", "model", "acts", ...
+    client: int
+    bytes_up: int  # client → server bytes this event stands for
+    bytes_down: int  # server → client bytes
+    staleness: int  # global versions between a job's start and its arrival
+    version: int  # the global model version at the event
+
+
 @dataclass(frozen=True)
 class Log:
-    """One event-log row."""
+    """One event-log row (:class:`LogRow`, plus any method-specific columns)."""
 
-    row: dict[str, Any]
+    row: LogRow | dict[str, Any]
 
 
 @dataclass(frozen=True)

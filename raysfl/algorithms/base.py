@@ -1,29 +1,48 @@
 """The algorithm plug-in contract: what a method module must provide to the engine.
 
 An algorithm is a frozen ``Params`` dataclass plus the logic the engine calls; it never imports Ray or the
-engine. Each method module ends with ``SPEC = AlgorithmSpec(...)`` and ``raysfl/algorithms/__init__.py``
-lists the specs in a literal registry.
+engine. Each method module ends with ``SPEC = AlgorithmSpec(...)``; ``raysfl/algorithms/__init__.py``
+lists the built-in specs in a literal registry, and a method outside raysfl is named by its import path
+(``my_package.my_method:SPEC``) or an entry point. The protocols the factories' products satisfy are in
+:mod:`raysfl.api`, the public face of this module.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from raysfl.api import ClientFactory, PolicyFactory, ServerFactory
 
 
 @dataclass(frozen=True)
 class AlgorithmSpec:
-    """Registry entry of one method."""
+    """Registry entry of one method.
+
+    Attributes:
+        name: the method's short name (``raysfl list algorithms``, messages).
+        params: the frozen dataclass of its ``[algorithm.params]``, declared with ``raysfl.config.option``.
+        description: one line for ``raysfl list``.
+        family: ``"split"`` or ``"fl"``.
+        source: the paper or spec the method follows.
+        make_client: ``(setup, model, train_x, train_y, transform) -> ClientLogic``, once per pool.
+        make_server: ``(setup, model, test_x, test_y, seed, device) -> ServerLogic``, in the server actor.
+        make_policy: ``(setup, time_model, model_profile, rng) -> Policy``, in the coordinator.
+        validate: ``(scenario, params) -> problems``, cross-section rules, each naming a field.
+        state_classes: see below.
+    """
 
     name: str
     params: type
     description: str
     family: str  # "split" or "fl"
     source: str  # the spec / paper the method follows
-    make_client: Any = None  # (setup, model, train_x, train_y, transform) -> client logic (in a pool)
-    make_server: Any = None  # (setup, model, test_x, test_y, seed, device) -> server logic (server actor)
-    make_policy: Any = None  # (setup, time_model, model_profile, rng) -> policy (coordinator)
-    validate: Any = None  # (scenario, params) -> list of problems naming fields, for cross-section rules
+    make_client: ClientFactory | None = None
+    make_server: ServerFactory | None = None
+    make_policy: PolicyFactory | None = None
+    validate: Callable[[Any, Any], list[str]] | None = None
     # every class (besides ``params`` and the engine's own) whose instances the policy, client logic, client
     # states or server logic keep between calls: the only classes a checkpoint may recreate
     # (``raysfl.engine.snapshot.state_classes``); one missing here makes checkpointing fail, naming it

@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from raysfl.api import Policy
 from raysfl.config import dumps_toml
 from raysfl.engine.clock import RealtimeClock
 from raysfl.engine.snapshot import SnapshotError, capture, check_tree, load_tree, rebuild, save_tree
@@ -284,12 +285,6 @@ class Checkpointer:
         self.next_at = int(ck["next_at"])
 
 
-def global_iteration(policy: Any) -> int:
-    """The policy's count of global iterations (every method's policy provides ``global_iteration()``)."""
-    method = getattr(policy, "global_iteration", None)
-    if method is None:
-        raise CheckpointError(
-            f"{type(policy).__name__} does not report its global iteration, which checkpoints and fault "
-            "injection count; set engine.checkpoint_every = 0 for this method"
-        )
-    return int(method())
+def global_iteration(policy: Policy) -> int:
+    """The policy's count of global iterations (part of the :class:`raysfl.api.Policy` protocol)."""
+    return int(policy.global_iteration())

@@ -17,9 +17,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from raysfl.algorithms.base import RunSetup
+from raysfl.algorithms.base import AlgorithmSpec, RunSetup
+from raysfl.api import ClientLogic, ServerLogic, check_logic
 from raysfl.engine.rng import seed_sequence, torch_seed
 from raysfl.engine.snapshot import capture, rebuild
+from raysfl.methods import resolve
 from raysfl.models.zoo import build_split_model
 
 
@@ -80,6 +82,16 @@ def owned_setup(setup: RunSetup) -> RunSetup:
     return dataclasses.replace(setup, label_hist=hist, client_indices=indices)
 
 
+def _method(logic: Any, name: str) -> Any:
+    """The bound method ``name`` of ``logic``, or a ``RuntimeError`` naming what the policy asked for."""
+    found = None if name.startswith("_") else getattr(logic, name, None)
+    if not callable(found):
+        raise RuntimeError(
+            f"the policy called {type(logic).__qualname__}.{name}, which is not a method of it"
+        )
+    return found
+
+
 class ClientHost:
     """Hosts the client logic and the per-client state of a set of virtual clients."""
 
@@ -90,7 +102,9 @@ class ClientHost:
         _use_threads(threads)
         setup = owned_setup(setup)
         self.setup = setup
-        self.logic = setup_spec(setup).make_client(setup, build_model(setup), train_x, train_y, transform)
+        spec = setup_spec(setup)
+        logic = spec.make_client(setup, build_model(setup), train_x, train_y, transform)
+        self.logic: ClientLogic = check_logic(logic, ClientLogic, spec)
         self.states: dict[int, Any] = {}
         self._externals = {"setup": setup, "train_x": train_x, "train_y": train_y, "transform": transform}
 
@@ -107,7 +121,7 @@ class ClientHost:
         """Run ``logic.method(state_of(client), *args)``; with ``pace_wall_s`` take at least that long."""
         _use_threads(self.threads)
         with paced(pace_wall_s):
-            return getattr(self.logic, method)(self.state(client), *args)
+            return _method(self.logic, method)(self.state(client), *args)
 
     def snapshot(self) -> dict[str, Any]:
         """The pool's logic, every client state created so far (one tree each) and the torch RNG state."""
@@ -147,14 +161,17 @@ class ServerHost:
         x = transform.test(torch.from_numpy(np.array(test_x, copy=True)))
         y = torch.from_numpy(np.array(test_y, dtype=np.int64, copy=True))
         seed = torch_seed(setup.scenario.seed, "server")
-        self.logic = setup_spec(setup).make_server(setup, build_model(setup), x, y, seed, device)
+        spec = setup_spec(setup)
+        self.logic: ServerLogic = check_logic(
+            spec.make_server(setup, build_model(setup), x, y, seed, device), ServerLogic, spec
+        )
         self._externals = {"setup": setup, "test_x": x, "test_y": y, "transform": transform}
 
     def call(self, method: str, *args: Any, pace_wall_s: float = 0.0) -> Any:
         """Run ``logic.method(*args)``; with ``pace_wall_s`` take at least that long (realtime mode)."""
         _use_threads(self.threads)
         with paced(pace_wall_s):
-            return getattr(self.logic, method)(*args)
+            return _method(self.logic, method)(*args)
 
     def snapshot(self) -> dict[str, Any]:
         """The server logic (models, optimizer, buffers, statistics) and the torch RNG state."""
@@ -171,8 +188,6 @@ class ServerHost:
             torch.cuda.set_rng_state_all(snap["cuda_rng"])
 
 
-def setup_spec(setup: RunSetup) -> Any:
-    """The :class:`AlgorithmSpec` of the setup's algorithm."""
-    from raysfl.algorithms import ALGORITHMS
-
-    return ALGORITHMS[setup.scenario.algorithm.name]
+def setup_spec(setup: RunSetup) -> AlgorithmSpec:
+    """The :class:`AlgorithmSpec` of the setup's algorithm (a method outside raysfl is imported here too)."""
+    return resolve(setup.scenario.algorithm.name)

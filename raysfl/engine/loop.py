@@ -8,19 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from raysfl.algorithms.actions import Action, Call, Event, Log, Report, Schedule, Slot, Stop
+from raysfl.api import Policy
 from raysfl.engine.clock import RealtimeClock, VirtualClock
 from raysfl.engine.dispatch import Dispatcher
 from raysfl.engine.queue import EventQueue
-
-
-class Policy(Protocol):
-    """A method's scheduling logic (see ``raysfl/algorithms/base.py``)."""
-
-    def start(self) -> list[Action]:
-        """Actions at virtual time 0."""
-
-    def on_event(self, ev: Event) -> list[Action]:
-        """Actions in response to ``ev``."""
 
 
 class Sink(Protocol):

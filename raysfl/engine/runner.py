@@ -24,6 +24,7 @@ from typing import Any
 
 from raysfl import __version__
 from raysfl.algorithms.base import RunSetup
+from raysfl.api import Policy, check_logic
 from raysfl.config import dumps_toml
 from raysfl.data import load_dataset, partition_dataset
 from raysfl.data.transforms import make_transform
@@ -347,7 +348,8 @@ def _attempt(
     try:
         placement = dispatcher.placement()
         rng = stream(sc.seed, "policy")
-        policy = sc.algorithm_spec.make_policy(prep.setup, prep.time_model, prep.profile, rng)
+        spec = sc.algorithm_spec
+        policy = check_logic(spec.make_policy(prep.setup, prep.time_model, prep.profile, rng), Policy, spec)
         clock = RealtimeClock(sc.engine.time_scale) if sc.engine.clock == "realtime" else VirtualClock()
         sinks = _sinks(sc, out)
         coordinator = Coordinator(policy, dispatcher, [*sinks, *extra_sinks], clock)

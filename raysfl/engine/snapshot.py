@@ -125,13 +125,16 @@ def state_classes(specs: Iterable[Any] | None = None) -> dict[str, type]:
     """``module:qualname`` → class for every class a snapshot may hold: the allow-list of restoring.
 
     Built from :func:`engine_state_classes` and, for each algorithm spec (default: every method in
-    ``raysfl.algorithms.ALGORITHMS``), its ``params`` class and its ``state_classes``. A method outside this
-    package declares its classes the same way, in its own ``AlgorithmSpec.state_classes``.
+    ``raysfl.algorithms.ALGORITHMS`` and every method this process found by import path or entry point,
+    :func:`raysfl.methods.loaded_specs`), its ``params`` class and its ``state_classes``. A
+    method outside this package declares its classes the same way, in its own
+    ``AlgorithmSpec.state_classes``; each must be defined under its name in its own module.
     """
     if specs is None:
         from raysfl.algorithms import ALGORITHMS
+        from raysfl.methods import loaded_specs
 
-        specs = ALGORITHMS.values()
+        specs = [*ALGORITHMS.values(), *loaded_specs()]
     allowed = {_class_path(c): check_state_class(c, "the engine") for c in engine_state_classes()}
     for spec in specs:
         where = f"AlgorithmSpec {spec.name!r}.state_classes"

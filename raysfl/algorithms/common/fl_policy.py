@@ -54,6 +54,8 @@ import numpy as np
 from raysfl.algorithms.actions import CLIENT, SERVER, Action, Call, Event, Log, Schedule, Slot
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.batching import batch_size_at
+from raysfl.algorithms.common.fl_client import FLClient
+from raysfl.algorithms.common.fl_server import FLServer
 from raysfl.algorithms.common.schedule import after_update, evaluate, start_log
 
 
@@ -214,13 +216,19 @@ class FLPolicy:
         base, out = Slot(("w0", k)), Slot(("model", k))
         lr = self._job_lr(k)
         log = start_log(t, k, self.costs.model_bytes, self.version)
-        send = Call(SERVER, "send_model", (k,), out=base)
+        send = Call(SERVER, FLServer.send_model, (k,), out=base)
         if self.deferred:  # trained when due (``_on_model``), so an urgent request can still cut it short
             job.lr, job.ends, job.token = lr, tuple(accumulate(times, initial=t + down))[1:], self.serial
             self.serial += 1
             return [send, Schedule(t + dur, "model", k, {"job": job.token}), log]
         train = Call(
-            CLIENT, "train", self._train_args(base, lr, steps), client=k, out=out, free=(base,), pace_s=dur
+            CLIENT,
+            FLClient.train,
+            self._train_args(base, lr, steps),
+            client=k,
+            out=out,
+            free=(base,),
+            pace_s=dur,
         )
         return [send, train, Schedule(t + dur, "model", k, {"awaits": ("model", k)}), log]
 
@@ -281,7 +289,7 @@ class FLPolicy:
         actions: list[Action] = [
             Call(
                 SERVER,
-                "on_client_model",
+                FLServer.on_client_model,
                 (k, Slot(("model", k)), self.setup.client_size(k)),
                 free=(Slot(("model", k)),),
             ),
@@ -290,7 +298,7 @@ class FLPolicy:
         if self.deferred:
             model, base = Slot(("model", k)), Slot(("w0", k))
             args = self._train_args(base, job.lr, job.steps)
-            actions.insert(0, Call(CLIENT, "train", args, client=k, out=model, free=(base,)))
+            actions.insert(0, Call(CLIENT, FLClient.train, args, client=k, out=model, free=(base,)))
         if update and self.server_flush:
             actions.insert(len(actions) - 1, Call(SERVER, "flush"))
         if due and not update:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from raysfl.algorithms.actions import CLIENT, SERVER, Action, Call, Log, Report, Schedule, Slot, Stop
+from raysfl.algorithms.protocols import ServerLogic
 
 if TYPE_CHECKING:
     from raysfl.algorithms.config import TrainConfig
@@ -23,7 +24,7 @@ def evaluate(iteration: int, t: float, info: Mapping[str, Any] | None = None) ->
     """
     slot = Slot(("eval", iteration))
     row = {"iteration": iteration, "t": t, **(info or {})}
-    return [Call(SERVER, "evaluate", out=slot), Report(slot, row)]
+    return [Call(SERVER, ServerLogic.evaluate, out=slot), Report(slot, row)]
 
 
 def out_of_time(t: float, train: TrainConfig) -> bool:

@@ -1,0 +1,159 @@
+"""The public method API: everything a method written outside raysfl needs, typed, in one module.
+
+A method is an :class:`AlgorithmSpec` whose three factories build the three pieces of logic the engine runs:
+
+* :class:`ClientLogic` runs inside a client pool. One object serves every virtual client the pool hosts;
+  what belongs to one client lives in the state object :meth:`ClientLogic.init_state` returns, which the
+  pool keeps and passes as the first argument of every call for that client.
+* :class:`ServerLogic` runs inside the server actor (one per run) and owns the global model.
+* :class:`Policy` runs in the coordinator. It sees event times, client ids, sizes and scalars only, never
+  tensors, and answers with actions (:class:`Call`, :class:`Schedule`, :class:`Report`, :class:`Log`,
+  :class:`Stop`). Every duration it schedules comes from the run's time model.
+
+Nothing here imports Ray. A spec is checked when a scenario names it (:func:`check_spec`): a factory that is
+a class, or that states the class it returns, must provide every member of its protocol, or loading fails
+with a message naming the missing member. The objects the factories build are checked again when they are
+built (:func:`check_logic`).
+
+Between calls, client states, client logic, server logic and the policy may keep plain data (numbers,
+strings, lists, dicts, dataclasses), numpy arrays and generators, torch tensors, modules and optimizers,
+but no autograd graph and no open handle: checkpoints capture them with ``raysfl.engine.snapshot``, and
+every class of an object they keep must be listed in ``AlgorithmSpec.state_classes``.
+
+``docs/writing-a-method.md`` builds a complete method from zero on top of this module.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable
+from typing import Any
+
+from raysfl.algorithms.actions import (
+    CLIENT,
+    SERVER,
+    Action,
+    Call,
+    Event,
+    EventData,
+    Log,
+    LogRow,
+    Report,
+    Schedule,
+    Slot,
+    Stop,
+)
+from raysfl.algorithms.base import AlgorithmSpec, RunSetup
+from raysfl.algorithms.protocols import ClientLogic, Policy, ServerLogic
+from raysfl.config import option
+
+ClientFactory = Callable[..., ClientLogic]
+"""``(setup, model, train_x, train_y, transform) -> ClientLogic``, called once in every pool."""
+ServerFactory = Callable[..., ServerLogic]
+"""``(setup, model, test_x, test_y, seed, device) -> ServerLogic``, called once in the server actor."""
+PolicyFactory = Callable[..., Policy]
+"""``(setup, time_model, model_profile, rng) -> Policy``, called once in the coordinator."""
+
+ROLES: tuple[tuple[str, type], ...] = (
+    ("make_client", ClientLogic),
+    ("make_server", ServerLogic),
+    ("make_policy", Policy),
+)
+"""Each factory field of :class:`AlgorithmSpec` and the protocol the object it builds satisfies."""
+
+
+def members(protocol: type) -> tuple[str, ...]:
+    """The methods a class must have to satisfy ``protocol`` (in declaration order)."""
+    return tuple(n for n, v in vars(protocol).items() if not n.startswith("_") and inspect.isfunction(v))
+
+
+def missing_members(obj: Any, protocol: type) -> list[str]:
+    """The members of ``protocol`` that ``obj`` (a class or an instance) lacks or has as non-callables."""
+    return [m for m in members(protocol) if not callable(getattr(obj, m, None))]
+
+
+def _built_class(factory: Any) -> type | None:
+    """The class a factory builds, when it says: the factory itself, or its resolvable return annotation."""
+    if isinstance(factory, type):
+        return factory
+    try:
+        ret = typing.get_type_hints(factory).get("return")
+    except Exception:  # noqa: BLE001 - an annotation naming a local or a missing name: not checkable here
+        return None
+    return ret if isinstance(ret, type) and ret is not Any else None
+
+
+def _missing_message(where: str, cls_name: str, field: str, protocol: type, missing: list[str]) -> str:
+    wanted = ", ".join(members(protocol))
+    return (
+        f"{where}: {field} builds {cls_name}, which lacks {', '.join(missing)} "
+        f"(a {protocol.__name__} needs {wanted}; see raysfl.api.{protocol.__name__})"
+    )
+
+
+def check_spec(spec: Any, where: str = "algorithm.name") -> list[str]:
+    """The reasons ``spec`` cannot be run, each naming ``where`` and the member at fault; empty when it can.
+
+    Checks that ``spec`` is an :class:`AlgorithmSpec`, that ``params`` is a dataclass, that the factories
+    are callables and that each factory whose built class is known (a class, or a function annotated
+    with one) builds a class providing every member of its protocol.
+    """
+    import dataclasses
+
+    if not isinstance(spec, AlgorithmSpec):
+        return [f"{where}: names a {type(spec).__name__}, not a raysfl.api.AlgorithmSpec"]
+    problems = []
+    if not (isinstance(spec.params, type) and dataclasses.is_dataclass(spec.params)):
+        problems.append(f"{where}: AlgorithmSpec {spec.name!r}.params is not a dataclass ({spec.params!r})")
+    for field, protocol in ROLES:
+        factory = getattr(spec, field)
+        if not callable(factory):
+            problems.append(f"{where}: AlgorithmSpec {spec.name!r}.{field} is not callable ({factory!r})")
+            continue
+        cls = _built_class(factory)
+        missing = missing_members(cls, protocol) if cls is not None else []
+        if missing:
+            problems.append(_missing_message(where, cls.__qualname__, field, protocol, missing))
+    if spec.validate is not None and not callable(spec.validate):
+        problems.append(f"{where}: AlgorithmSpec {spec.name!r}.validate is not callable")
+    return problems
+
+
+def check_logic(obj: Any, protocol: type, spec: AlgorithmSpec) -> Any:
+    """``obj`` when it provides every member of ``protocol``, else a ``TypeError`` naming the missing ones."""
+    missing = missing_members(obj, protocol)
+    if missing:
+        field = next(f for f, p in ROLES if p is protocol)
+        where = f"AlgorithmSpec {spec.name!r}"
+        raise TypeError(_missing_message(where, type(obj).__qualname__, field, protocol, missing))
+    return obj
+
+
+__all__ = [
+    "CLIENT",
+    "SERVER",
+    "Action",
+    "AlgorithmSpec",
+    "Call",
+    "ClientFactory",
+    "ClientLogic",
+    "Event",
+    "EventData",
+    "Log",
+    "LogRow",
+    "Policy",
+    "PolicyFactory",
+    "Report",
+    "RunSetup",
+    "Schedule",
+    "ServerFactory",
+    "ServerLogic",
+    "Slot",
+    "Stop",
+    "check_logic",
+    "check_spec",
+    "members",
+    "missing_members",
+    "option",
+]
