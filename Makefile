@@ -33,4 +33,4 @@ test: install
 	$(BIN)/python -m pytest -q
 
 lint: install
-	$(BIN)/ruff check raysfl actors tests benchmarks
+	$(BIN)/ruff check raysfl actors tests benchmarks examples

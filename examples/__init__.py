@@ -1,0 +1,1 @@
+"""Methods written outside raysfl against its public API (``raysfl.api``); one folder each."""

@@ -1,0 +1,1 @@
+"""FedAsync with a hinge staleness function: a complete method outside raysfl (see method.py)."""
