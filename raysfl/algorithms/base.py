@@ -32,6 +32,9 @@ class AlgorithmSpec:
         make_policy: ``(setup, time_model, model_profile, rng) -> Policy``, in the coordinator.
         validate: ``(scenario, params) -> problems``, cross-section rules, each naming a field.
         state_classes: see below.
+        smoke: ``dotted.key=value`` overrides a small test run of the method needs beyond the defaults (what
+            ``validate`` demands, and sizes that keep it quick); the tests that run every method (checkpoint
+            and resume) apply them, so a new method needs no special case there.
     """
 
     name: str
@@ -47,6 +50,7 @@ class AlgorithmSpec:
     # states or server logic keep between calls: the only classes a checkpoint may recreate
     # (``raysfl.engine.snapshot.state_classes``); one missing here makes checkpointing fail, naming it
     state_classes: tuple[type, ...] = ()
+    smoke: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,14 @@ def validate_aux(scenario: Any, rules: FSLRules) -> list[str]:
     return []
 
 
-def fsl_spec(*, name: str, params: type, rules: Callable[[Any], FSLRules], description: str) -> AlgorithmSpec:
+def fsl_spec(
+    *,
+    name: str,
+    params: type,
+    rules: Callable[[Any], FSLRules],
+    description: str,
+    smoke: tuple[str, ...] = (),
+) -> AlgorithmSpec:
     """The registry entry of one of the four methods, given how its ``Params`` map to :class:`FSLRules`."""
 
     def make_client(
@@ -118,4 +125,5 @@ def fsl_spec(*, name: str, params: type, rules: Callable[[Any], FSLRules], descr
         make_policy=make_policy,
         validate=validate,
         state_classes=FSL_STATE_CLASSES,
+        smoke=smoke,
     )

@@ -36,6 +36,7 @@ SPEC = fsl_spec(
     name="cse_fsl",
     params=CSEFSLParams,
     rules=rules,
+    smoke=('model.aux="mlp"',),  # the local loss needs an auxiliary head (``validate_aux``)
     description="split FL with an auxiliary-head local loss, one server model, smashed data every h batches",
 )
 

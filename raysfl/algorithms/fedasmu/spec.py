@@ -69,4 +69,5 @@ def mu_spec(*, name: str, params: type, synchronous: bool, description: str) -> 
         make_policy=make_policy,
         validate=validate,
         state_classes=MU_STATE_CLASSES,
+        smoke=("train.optimizer=sgd", "train.momentum=0.0"),  # plain SGD (``validate``)
     )

@@ -31,6 +31,7 @@ SPEC = fsl_spec(
     name="fsl_an",
     params=FSLANParams,
     rules=rules,
+    smoke=('model.aux="mlp"',),  # the local loss needs an auxiliary head (``validate_aux``)
     description="split FL with an auxiliary-head local loss, upload every batch, one server copy per client",
 )
 

@@ -69,6 +69,7 @@ SPEC = AlgorithmSpec(
     make_server=make_server,
     make_policy=make_policy,
     validate=validate,
+    smoke=("algorithm.params.q_s=3", "algorithm.params.q_c=3", 'algorithm.params.covariance="diagonal"'),
     state_classes=(
         SplitClient,
         SplitClientState,

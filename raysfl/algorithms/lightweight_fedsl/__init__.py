@@ -85,6 +85,7 @@ def _spec(name: str, params: type, description: str) -> AlgorithmSpec:
         make_server=make_server,
         make_policy=make_policy,
         validate=validate,
+        smoke=("train.optimizer=sgd", "train.momentum=0.0"),  # SGD as the paper (``validate``)
         state_classes=(
             FedSLClient,
             FedSLClientState,

@@ -15,30 +15,31 @@ import pytest
 
 from raysfl.algorithms import ALGORITHMS
 from raysfl.cli import main
+from raysfl.config import apply_overrides
 from raysfl.engine import runner
 from raysfl.engine.checkpoint import CheckpointError
+from raysfl.methods import resolve
 from raysfl.scenario import scenario_from_dict
 
 ROOT = Path(__file__).resolve().parents[3]
-AUX = {"cse_fsl", "fsl_an"}  # methods that train the client through an auxiliary head
-GAS_SMALL = {"q_s": 3, "q_c": 3, "covariance": "diagonal"}
-PLAIN_SGD = {
-    m: {"optimizer": "sgd", "momentum": 0.0} for m in ("fedasmu", "fedssmu", "lightweight_fedsl", "fedsl")
-}
+# every registered method, and a method that lives outside raysfl (named by its import path)
+METHODS = [*sorted(ALGORITHMS), "examples.fedasync_hinge.method:SPEC"]
 
 
 def tiny(name: str, **engine) -> dict:
-    return {
-        "name": f"ck-{name}",
+    """A tiny run of ``name``, with what the method says a small run needs (``AlgorithmSpec.smoke``)."""
+    doc = {
+        "name": f"ck-{name.partition(':')[0].rpartition('.')[2]}",
         "seed": 3,
         "data": {"dataset": "synthetic", "partition": "iid", "synthetic_train": 300, "synthetic_test": 60},
-        "model": {"name": "lenet5", **({"aux": "mlp"} if name in AUX else {})},
+        "model": {"name": "lenet5"},
         "federation": {"num_clients": 5, "active_clients": 3},
-        "train": {"global_iterations": 4, "local_iterations": 2, "batch_size": 16, **PLAIN_SGD.get(name, {})},
-        "algorithm": {"name": name, **({"params": GAS_SMALL} if name == "gas" else {})},
+        "train": {"global_iterations": 4, "local_iterations": 2, "batch_size": 16},
+        "algorithm": {"name": name},
         "metrics": {"progress": False, "tensorboard": name == "gas"},
         "engine": {"checkpoint_every": 2, "keep_checkpoints": 10, **engine},
     }
+    return apply_overrides(doc, resolve(name).smoke)
 
 
 def rows(path: Path, drop=("wall_s",)) -> list[dict]:
@@ -61,7 +62,7 @@ def crash_after(run_dir: Path, copy: Path, checkpoint: str) -> Path:
     return copy
 
 
-@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+@pytest.mark.parametrize("name", METHODS)
 def test_every_method_resumes_to_the_same_metrics_and_events(name, tmp_path):
     sc = scenario_from_dict(tiny(name))
     full = runner.run(sc, tmp_path / "full", backend="local")
