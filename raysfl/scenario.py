@@ -113,8 +113,19 @@ def _cross_checks(sc: Scenario) -> list[str]:
     except ConfigError as err:
         problems += err.problems
     else:
+        problems += _single_pool_problems(sc, spec, params)
         problems += spec.validate(sc, params) if spec.validate else []
     return problems
+
+
+def _single_pool_problems(sc: Scenario, spec: AlgorithmSpec, params: Any) -> list[str]:
+    """A method whose options share state among all clients (``AlgorithmSpec.single_pool``) needs one pool."""
+    why = spec.single_pool(params) if spec.single_pool else None
+    eng, k = sc.engine, sc.federation.num_clients
+    if why is None or (eng.pools == 1 and (eng.clients_per_pool == 0 or eng.clients_per_pool >= k)):
+        return []
+    reason, instead = why
+    return [f"{reason} needs engine.pools = 1 and engine.clients_per_pool = 0; {instead}"]
 
 
 def _spec_or_problems(name: Any) -> tuple[AlgorithmSpec | None, list[str]]:

@@ -32,6 +32,9 @@ class AlgorithmSpec:
         make_policy: ``(setup, time_model, model_profile, rng) -> Policy``, in the coordinator.
         validate: ``(scenario, params) -> problems``, cross-section rules, each naming a field.
         state_classes: see below.
+        single_pool: ``params -> None | (reason, instead)``: when the options make every client share state
+            in its pool (one optimizer for all), the option that does so and what to use with several pools;
+            loading then requires ``engine.pools = 1`` (the scenario check names both).
         smoke: ``dotted.key=value`` overrides a small test run of the method needs beyond the defaults (what
             ``validate`` demands, and sizes that keep it quick); the tests that run every method (checkpoint
             and resume) apply them, so a new method needs no special case there.
@@ -50,6 +53,7 @@ class AlgorithmSpec:
     # states or server logic keep between calls: the only classes a checkpoint may recreate
     # (``raysfl.engine.snapshot.state_classes``); one missing here makes checkpointing fail, naming it
     state_classes: tuple[type, ...] = ()
+    single_pool: Callable[[Any], tuple[str, str] | None] | None = None
     smoke: tuple[str, ...] = ()
 
 

@@ -45,18 +45,15 @@ def make_policy(setup: RunSetup, time: Any, profile: Any, rng: np.random.Generat
     return GASPolicy(setup, time, SplitCosts.from_profile(profile), rng)
 
 
-def validate(scenario: Any, params: GASParams) -> list[str]:
-    """Rules that span sections: the code's shared momentum needs every client in one pool."""
-    eng = scenario.engine
-    k = scenario.federation.num_clients
-    one_pool = eng.pools == 1 and (eng.clients_per_pool == 0 or eng.clients_per_pool >= k)
-    if params.optimizer_state == "shared" and not one_pool:
-        return [
-            "algorithm.params.optimizer_state: 'shared' "
-            "(one momentum buffer for all clients, as in the GAS code) "
-            "needs engine.pools = 1 and engine.clients_per_pool = 0; use 'per-job' with several pools"
-        ]
-    return []
+def single_pool(params: GASParams) -> tuple[str, str] | None:
+    """The code's shared momentum (one buffer for all clients) needs every client in one pool."""
+    if params.optimizer_state != "shared":
+        return None
+    return (
+        "algorithm.params.optimizer_state: 'shared' "
+        "(one momentum buffer for all clients, as in the GAS code)",
+        "use 'per-job' with several pools",
+    )
 
 
 SPEC = AlgorithmSpec(
@@ -68,7 +65,7 @@ SPEC = AlgorithmSpec(
     make_client=make_client,
     make_server=make_server,
     make_policy=make_policy,
-    validate=validate,
+    single_pool=single_pool,
     smoke=("algorithm.params.q_s=3", "algorithm.params.q_c=3", 'algorithm.params.covariance="diagonal"'),
     state_classes=(
         SplitClient,

@@ -59,18 +59,15 @@ def make_policy(setup: RunSetup, time: Any, profile: Any, rng: np.random.Generat
     return SyncSplitPolicy(setup, time, {split: SplitCosts.from_profile(profile)}, rng, split)
 
 
-def validate(scenario: Any, params: Any) -> list[str]:
-    """Cross-section rule: the code's shared client momentum needs every client in one pool."""
-    eng = scenario.engine
-    k = scenario.federation.num_clients
-    one_pool = eng.pools == 1 and (eng.clients_per_pool == 0 or eng.clients_per_pool >= k)
-    if params.optimizer_state == "shared" and not one_pool:
-        return [
-            "algorithm.params.optimizer_state: 'shared' (one client momentum buffer for all clients, as in "
-            "the reference code) needs engine.pools = 1 and engine.clients_per_pool = 0; use 'per-round' "
-            "with several pools"
-        ]
-    return []
+def single_pool(params: Any) -> tuple[str, str] | None:
+    """The code's shared client momentum (one buffer for all clients) needs every client in one pool."""
+    if params.optimizer_state != "shared":
+        return None
+    return (
+        "algorithm.params.optimizer_state: 'shared' (one client momentum buffer for all clients, as in "
+        "the reference code)",
+        "use 'per-round' with several pools",
+    )
 
 
 SPEC = AlgorithmSpec(
@@ -82,7 +79,7 @@ SPEC = AlgorithmSpec(
     make_client=make_client,
     make_server=make_server,
     make_policy=make_policy,
-    validate=validate,
+    single_pool=single_pool,
     state_classes=SYNC_SPLIT_STATE_CLASSES,
 )
 

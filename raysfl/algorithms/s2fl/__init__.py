@@ -15,8 +15,7 @@ import torch
 from raysfl.algorithms.base import AlgorithmSpec, RunSetup
 from raysfl.algorithms.common.costs import SplitCosts
 from raysfl.algorithms.common.transforms import train_transform
-from raysfl.algorithms.minibatch_sfl import SYNC_SPLIT_STATE_CLASSES
-from raysfl.algorithms.minibatch_sfl import validate as validate_minibatch
+from raysfl.algorithms.minibatch_sfl import SYNC_SPLIT_STATE_CLASSES, single_pool
 from raysfl.algorithms.minibatch_sfl.client import SyncSplitClient
 from raysfl.algorithms.minibatch_sfl.layers import scenario_split, split_layer_counts, split_profiles
 from raysfl.algorithms.minibatch_sfl.server import SyncSplitServer
@@ -86,8 +85,8 @@ def make_policy(setup: RunSetup, time: Any, profile: Any, rng: np.random.Generat
 
 
 def validate(scenario: Any, params: S2FLParams) -> list[str]:
-    """Candidates must be splits of the model, at most C groups, and MiniBatch-SFL's pool rule."""
-    problems = validate_minibatch(scenario, params)
+    """Candidates must be splits of the model, at most C groups (the pool rule is ``single_pool``)."""
+    problems: list[str] = []
     if params.groups > scenario.federation.active_clients:
         problems.append(
             f"algorithm.params.groups: {params.groups} groups exceed the "
@@ -116,6 +115,7 @@ SPEC = AlgorithmSpec(
     make_server=make_server,
     make_policy=make_policy,
     validate=validate,
+    single_pool=single_pool,
     state_classes=(*SYNC_SPLIT_STATE_CLASSES, S2FLPolicy),
 )
 
