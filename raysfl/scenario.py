@@ -9,6 +9,7 @@ method's ``Params`` and runs the cross-section checks; every problem is reported
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -72,9 +73,9 @@ class Scenario:
     metrics: MetricsConfig = option(factory=MetricsConfig)
     reference: dict[str, Any] = field(default_factory=dict)  # the paper's numbers this scenario reproduces
 
-    @property
+    @functools.cached_property
     def params(self) -> Any:
-        """The algorithm's parsed ``Params`` dataclass."""
+        """The algorithm's parsed ``Params`` dataclass (built once, when the scenario is loaded)."""
         return build(self.algorithm_spec.params, self.algorithm.params, "algorithm.params")
 
     @property
@@ -164,6 +165,7 @@ def scenario_from_dict(data: Mapping[str, Any], overrides: Sequence[str] = ()) -
         problems += _cross_checks(sc)
     if problems:
         raise ConfigError(problems)
+    sc.params  # noqa: B018 - built here, once; every later access reads the cached value
     return sc
 
 

@@ -124,3 +124,9 @@ def test_gas_shared_momentum_needs_one_pool():
     assert scenario_from_dict(
         {"algorithm": {"params": {"optimizer_state": "shared"}}}
     ).params.optimizer_state == ("shared")
+
+
+def test_params_are_built_once_when_the_scenario_loads():
+    sc = scenario_from_dict({"algorithm": {"name": "fedasync", "params": {"alpha": 0.3}}})
+    assert "params" in vars(sc)  # built by the load, not on first use
+    assert sc.params is sc.params and sc.params.alpha == 0.3
