@@ -87,7 +87,3 @@ class ASOFedServer(FLServer):
 
     def _counters(self) -> dict[str, Any]:
         return {"devices_seen": len(self.history)}
-
-    def state_dict(self) -> dict[str, Any]:
-        """Base state plus every device's (s^prev, h)."""
-        return {**super().state_dict(), "history": dict(self.history)}

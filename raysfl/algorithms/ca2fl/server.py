@@ -74,13 +74,3 @@ class CA2FLServer(FLServer):
 
     def _counters(self) -> dict[str, Any]:
         return {"cached_clients": len(self.cache)}
-
-    def state_dict(self) -> dict[str, Any]:
-        """Base state plus the caches, their mean and the running calibration."""
-        return {
-            **super().state_dict(),
-            "cache": dict(self.cache),
-            "h_mean": self.h_mean,
-            "calibration": self.calibration,
-            "count": self.count,
-        }

@@ -338,17 +338,3 @@ class FLPolicy:
     def global_iteration(self) -> int:
         """Global iterations completed so far (checkpoints are taken every N of them)."""
         return self.version
-
-    def state_dict(self) -> dict[str, Any]:
-        """Plain-data state (for checkpoints)."""
-        return {
-            "active": {k: (j.version, j.start) for k, j in self.active.items()},
-            "idle": sorted(self.idle),
-            "finished": list(self.finished),
-            "steps": list(self.steps),
-            "version": self.version,
-            "in_buffer": self.in_buffer,
-            "starts": list(self.starts),
-            "discarded": self.discarded,
-            "rng": self.rng.bit_generator.state,
-        }

@@ -214,12 +214,3 @@ class FLServer:
         """Install a new global model: one global update, version t → t + 1."""
         self.global_weights = weights
         self.version += 1
-
-    def state_dict(self) -> dict[str, Any]:
-        """Plain state for checkpoints (subclasses add their buffers)."""
-        return {
-            "global": self.global_weights,
-            "version": self.version,
-            "bases": dict(self.bases),
-            "counters": (self.arrivals, self.staleness_sum, self.staleness_max),
-        }

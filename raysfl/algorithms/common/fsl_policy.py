@@ -385,14 +385,3 @@ class FSLPolicy:
     def global_iteration(self) -> int:
         """Global iterations completed so far (checkpoints are taken every N of them)."""
         return self.round
-
-    def state_dict(self) -> dict[str, Any]:
-        """Plain-data state (checkpoints)."""
-        return {
-            "round": self.round,
-            "version": self.version,
-            "segment": self.segment,
-            "server_free_at": self.server_free_at,
-            "uplink_free": list(self.uplink_free),
-            "rng": self.rng.bit_generator.state,
-        }

@@ -278,18 +278,6 @@ class FSLServer:
         n = max(len(self.test_y), 1)
         return correct / n, loss_sum / n, (aux_correct / n if self.aux_model is not None else None)
 
-    def state_dict(self) -> dict[str, Any]:
-        """Plain state (checkpoints)."""
-        return {
-            "global_models": self.global_models,
-            "global_server": self.global_server,
-            "copies": {k: c.state() for k, c in self.copies.items()},
-            "buffer": list(self.buffer),
-            "bytes": dict(self.bytes),
-            "counters": (self.uploads, self.server_steps, self.aggregations, self.rounds_started),
-            "storage": (self.storage_peak, self.storage_server_peak),
-        }
-
 
 def _cpu_state(module: nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}

@@ -318,17 +318,3 @@ class MUPolicy:
         if ev.kind == "model":
             return self._on_model(ev)
         raise RuntimeError(f"FedASMU policy got an unknown event kind {ev.kind!r}")
-
-    def state_dict(self) -> dict[str, Any]:
-        """Plain-data state (for checkpoints)."""
-        return {
-            "active": {
-                k: (j.version, j.start, j.next_point, list(j.boundaries)) for k, j in self.active.items()
-            },
-            "idle": sorted(self.idle),
-            "steps": list(self.steps),
-            "version": self.version,
-            "round": self.round,
-            "round_left": sorted(self.round_left),
-            "rng": self.rng.bit_generator.state,
-        }

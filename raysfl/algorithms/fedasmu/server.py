@@ -187,13 +187,3 @@ class MUServer(FLServer):
             "reward_baseline": self.meta.baseline,
             "meta_updates": self.meta.updates,
         }
-
-    def state_dict(self) -> dict[str, Any]:
-        """Plain state for checkpoints."""
-        return {
-            **super().state_dict(),
-            "controls": self.control_table(),
-            "meta": self.meta.net.state_dict(),
-            "baseline": self.meta.baseline,
-            "round": (self.round, self.round_base),
-        }

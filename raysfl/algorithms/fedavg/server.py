@@ -24,10 +24,6 @@ class FedAvgServer(FLServer):
             self._commit(aggregate_round(self.global_weights, self.round, self.p.aggregation))
             self.round = []
 
-    def state_dict(self) -> dict[str, Any]:
-        """Base state plus the round collected so far."""
-        return {**super().state_dict(), "round": list(self.round)}
-
 
 def aggregate_round(global_weights: Any, arrivals: list[Arrival], aggregation: str) -> dict[str, Any]:
     """FedAvg's w ← Σ_k p_k·w_k over the round, p_k = |D_k| / Σ_j |D_j| ("data-size") or 1/C ("uniform").

@@ -43,7 +43,3 @@ class FedBuffServer(FLServer):
 
     def _counters(self) -> dict[str, Any]:
         return {"buffered": len(self.buffer)}
-
-    def state_dict(self) -> dict[str, Any]:
-        """Base state plus the buffer."""
-        return {**super().state_dict(), "buffer": list(self.buffer)}

@@ -69,7 +69,3 @@ class FedDynServer(FLServer):
 
     def _counters(self) -> dict[str, Any]:
         return {"h_norm": float(torch.sqrt(sum((v**2).sum() for v in self.h.values())))}
-
-    def state_dict(self) -> dict[str, Any]:
-        """Base state plus the round collected so far and h."""
-        return {**super().state_dict(), "round": list(self.round), "h": self.h}

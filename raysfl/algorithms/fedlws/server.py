@@ -105,7 +105,3 @@ class FedLWSServer(FLServer):
     def _counters(self) -> dict[str, Any]:
         g = list(self.last_gammas.values())
         return {"mean_gamma": sum(g) / len(g) if g else 1.0, "min_gamma": min(g) if g else 1.0}
-
-    def state_dict(self) -> dict[str, Any]:
-        """Base state plus the round collected so far."""
-        return {**super().state_dict(), "round": list(self.round)}

@@ -50,7 +50,3 @@ class FedSAServer(FLServer):
 
     def _counters(self) -> dict[str, Any]:
         return {"buffered": len(self.buffer), "dropped": self.dropped}
-
-    def state_dict(self) -> dict[str, Any]:
-        """Base state plus the buffer."""
-        return {**super().state_dict(), "buffer": list(self.buffer), "dropped": self.dropped}

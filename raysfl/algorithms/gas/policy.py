@@ -220,16 +220,3 @@ class GASPolicy:
     def global_iteration(self) -> int:
         """Global iterations completed so far (checkpoints are taken every N of them)."""
         return self.version
-
-    def state_dict(self) -> dict[str, Any]:
-        """Plain-data state (for checkpoints)."""
-        return {
-            "active": {k: (j.version, j.e) for k, j in self.active.items()},
-            "idle": list(self.idle),
-            "steps": list(self.steps),
-            "version": self.version,
-            "models_in_buffer": self.models_in_buffer,
-            "server_free_at": self.server_free_at,
-            "buffer": (list(self.buffer_clients), self.buffer_samples),
-            "rng": self.rng.bit_generator.state,
-        }

@@ -209,20 +209,3 @@ class GASServer:
             "aggregations": self.aggregations,
             "generated": self.generated_total,
         }
-
-    # --- checkpoints ---------------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume the server exactly."""
-        return {
-            "server_model": self.server_model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "global_client": self.global_client,
-            "stats": self.stats.state_dict() if self.stats is not None else None,
-            "act_shape": self.act_shape,
-            "buffer": self.buffer,
-            "model_buffer": self.model_buffer,
-            "gen": self.gen.get_state(),
-            "counters": (self.server_updates, self.aggregations, self.generated_total, self._progress_total),
-            "progress_client": dict(self._progress_client),
-            "progress_totals": list(self._progress_totals),
-        }

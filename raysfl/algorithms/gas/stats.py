@@ -94,15 +94,6 @@ class LabelGaussians:
             else:
                 self.cov[y].add_(ridge)
 
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        """Tensors that fully describe the statistics (for checkpoints)."""
-        return {"weight": self.weight, "mean": self.mean, "cov": self.cov, "version": self.version}
-
-    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        """Restore from :meth:`state_dict`."""
-        self.weight, self.mean = state["weight"].clone(), state["mean"].clone()
-        self.cov, self.version = state["cov"].clone(), state["version"].clone()
-
 
 def weighted_moments(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Direct weighted mean and biased covariance, μ = Σ w A / S and Σ = Σ w (A − μ)(A − μ)ᵀ / S (GAS §5)."""

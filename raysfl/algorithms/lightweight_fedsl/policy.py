@@ -364,13 +364,3 @@ class FedSLPolicy:
     def global_iteration(self) -> int:
         """Rounds completed so far (checkpoints are taken every N of them)."""
         return self.round
-
-    def state_dict(self) -> dict[str, Any]:
-        """Plain-data state (checkpoints)."""
-        return {
-            "steps": list(self.steps),
-            "samples": self.samples,
-            "round": self.round,
-            "version": self.version,
-            "last_eval": self.last_eval,
-        }

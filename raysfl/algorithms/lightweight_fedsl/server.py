@@ -171,12 +171,3 @@ class FedSLServer:
     def _record(self, loss: float) -> None:
         self.train_loss_sum += loss
         self.train_loss_count += 1
-
-    def state_dict(self) -> dict[str, Any]:
-        """Plain state (checkpoints)."""
-        return {
-            "server": {k: v.detach().cpu() for k, v in self.server_model.state_dict().items()},
-            "global_client": self.global_client,
-            "bytes": dict(self.bytes),
-            "counters": (self.server_steps, self.aggregations),
-        }

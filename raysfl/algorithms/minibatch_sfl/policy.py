@@ -311,15 +311,3 @@ class SyncSplitPolicy:
     def global_iteration(self) -> int:
         """Global iterations completed so far (checkpoints are taken every N of them)."""
         return self.version
-
-    def state_dict(self) -> dict[str, Any]:
-        """Plain-data state (for checkpoints)."""
-        return {
-            "steps": list(self.steps),
-            "bsize": list(self.bsize),
-            "version": self.version,
-            "members": [(m.client, m.time_split, m.train_split, m.b, m.e, m.due) for m in self.members],
-            "groups": self.groups,
-            "counts": (self.arrived, self.models_in),
-            "rng": self.rng.bit_generator.state,
-        }

@@ -284,16 +284,6 @@ class SyncSplitServer:
             "aggregations": self.rounds,
         }
 
-    # --- checkpoints ----------------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume the server exactly (between rounds nothing else is pending)."""
-        return {
-            "full": self.full.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "pending": dict(self.pending),
-            "counters": (self.server_updates, self.rounds),
-        }
-
 
 def _mean_state(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Average optimizer states key by key (tensors averaged, other entries from the first state)."""

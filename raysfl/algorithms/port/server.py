@@ -83,7 +83,3 @@ class PORTServer(FLServer):
 
     def _counters(self) -> dict[str, Any]:
         return {"buffered": len(self.buffer), "mean_similarity": self.similarity_sum / max(self.arrivals, 1)}
-
-    def state_dict(self) -> dict[str, Any]:
-        """Base state plus the buffer."""
-        return {**super().state_dict(), "buffer": list(self.buffer)}
