@@ -1,4 +1,4 @@
-"""Test-set evaluation of a split model [w_c, w_s]."""
+"""Test-set evaluation of a split model [w_c, w_s] (and of an auxiliary head on the same activations)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,37 @@ from torch import nn
 
 
 @torch.no_grad()
+def evaluate_split_aux(
+    client: nn.Module,
+    server: nn.Module,
+    aux: nn.Module | None,
+    test_x: torch.Tensor,
+    test_y: torch.Tensor,
+    batch_size: int,
+    device: torch.device | str = "cpu",
+) -> tuple[float, float, float | None]:
+    """Top-1 accuracy and mean cross-entropy of ``server(client(x))``, and the accuracy of ``aux(client(x))``.
+
+    The one test loop of every split model. ``test_x`` is already transformed (normalised, test crop);
+    batching does not change the result. The auxiliary accuracy is ``None`` without an ``aux`` head.
+    """
+    for m in (client, server, aux):
+        if m is not None:
+            m.eval()
+    correct, aux_correct, loss_sum = 0, 0, 0.0
+    for start in range(0, len(test_y), batch_size):
+        x = test_x[start : start + batch_size].to(device)
+        y = test_y[start : start + batch_size].to(device)
+        feats = client(x)
+        logits = server(feats)
+        loss_sum += float(F.cross_entropy(logits, y, reduction="sum"))
+        correct += int((logits.argmax(1) == y).sum())
+        if aux is not None:
+            aux_correct += int((aux(feats).argmax(1) == y).sum())
+    n = max(len(test_y), 1)
+    return correct / n, loss_sum / n, (aux_correct / n if aux is not None else None)
+
+
 def evaluate_split(
     client: nn.Module,
     server: nn.Module,
@@ -16,18 +47,6 @@ def evaluate_split(
     batch_size: int,
     device: torch.device | str = "cpu",
 ) -> tuple[float, float]:
-    """Top-1 accuracy and mean cross-entropy of ``server(client(x))`` over the whole test set.
-
-    ``test_x`` is already transformed (normalised, test crop); batching does not change the result.
-    """
-    client.eval()
-    server.eval()
-    correct, loss_sum = 0, 0.0
-    for start in range(0, len(test_y), batch_size):
-        x = test_x[start : start + batch_size].to(device)
-        y = test_y[start : start + batch_size].to(device)
-        logits = server(client(x))
-        loss_sum += float(F.cross_entropy(logits, y, reduction="sum"))
-        correct += int((logits.argmax(1) == y).sum())
-    n = max(len(test_y), 1)
-    return correct / n, loss_sum / n
+    """Top-1 accuracy and mean cross-entropy of ``server(client(x))`` over the whole test set."""
+    acc, loss, _ = evaluate_split_aux(client, server, None, test_x, test_y, batch_size, device)
+    return acc, loss

@@ -38,6 +38,7 @@ from torch import nn
 
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.aggregate import weighted_average
+from raysfl.algorithms.common.evaluate import evaluate_split_aux
 from raysfl.algorithms.common.fsl_accounting import GIB, tensor_bytes, tensor_numel
 from raysfl.algorithms.common.fsl_round import FSLRules, normal_init, seeded
 from raysfl.algorithms.common.optim import clip, make_optimizer
@@ -261,22 +262,15 @@ class FSLServer:
 
     @torch.no_grad()
     def _test(self) -> tuple[float, float, float | None]:
-        for m in (self.client_model, self.server_model, self.aux_model):
-            if m is not None:
-                m.eval()
-        correct, aux_correct, loss_sum = 0, 0, 0.0
-        bs = self.train.eval_batch_size
-        for start in range(0, len(self.test_y), bs):
-            x = self.test_x[start : start + bs].to(self.device)
-            y = self.test_y[start : start + bs].to(self.device)
-            feats = self.client_model(x)
-            logits = self.server_model(feats)
-            loss_sum += float(F.cross_entropy(logits, y, reduction="sum"))
-            correct += int((logits.argmax(1) == y).sum())
-            if self.aux_model is not None:
-                aux_correct += int((self.aux_model(feats).argmax(1) == y).sum())
-        n = max(len(self.test_y), 1)
-        return correct / n, loss_sum / n, (aux_correct / n if self.aux_model is not None else None)
+        return evaluate_split_aux(
+            self.client_model,
+            self.server_model,
+            self.aux_model,
+            self.test_x,
+            self.test_y,
+            self.train.eval_batch_size,
+            self.device,
+        )
 
 
 def _cpu_state(module: nn.Module) -> dict[str, torch.Tensor]:
