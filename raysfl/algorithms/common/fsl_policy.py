@@ -35,6 +35,7 @@ import torch
 
 from raysfl.algorithms.actions import CLIENT, SERVER, Action, Call, Event, Log, Schedule, Slot, Stop
 from raysfl.algorithms.base import RunSetup
+from raysfl.algorithms.common.aux_client import AuxClient
 from raysfl.algorithms.common.fsl_accounting import LABEL_BYTES, tensor_bytes
 from raysfl.algorithms.common.fsl_round import (
     FSLRules,
@@ -44,6 +45,8 @@ from raysfl.algorithms.common.fsl_round import (
     segments,
     upload_batches,
 )
+from raysfl.algorithms.common.fsl_server import FSLServer
+from raysfl.algorithms.common.fsl_split_client import FSLSplitClient
 from raysfl.algorithms.common.schedule import evaluate, finish_job, out_of_time
 
 
@@ -177,7 +180,7 @@ class FSLPolicy:
         self.num_segments = max(len(p.segs) for p in self.plans.values())
         self.segment = 0
         self._plan_server_order(parts)
-        actions: list[Action] = [Call(SERVER, "begin_round", (tuple(parts), r))]
+        actions: list[Action] = [Call(SERVER, FSLServer.begin_round, (tuple(parts), r))]
         return actions + self._start_segment(t)
 
     def _plan_server_order(self, parts: list[int]) -> None:
@@ -208,7 +211,7 @@ class FSLPolicy:
         t_dl = t + self.time.download_s(k, c.model_bytes)
         g = Slot(("global", k))
         actions: list[Action] = [
-            Call(SERVER, "send_model", (k,), out=g),
+            Call(SERVER, FSLServer.send_model, (k,), out=g),
             Log(
                 {
                     "t": t,
@@ -222,7 +225,7 @@ class FSLPolicy:
         if self.rules.local_loss:
             a, b = plan.segs[self.segment]
             plan.chunk_list, plan.chunk = chunks(a, b, set(plan.uploads)), 0
-            actions.append(Call(CLIENT, "load", (g, self.lr), client=k, free=(g,), pace_s=t_dl - t))
+            actions.append(Call(CLIENT, AuxClient.load, (g, self.lr), client=k, free=(g,), pace_s=t_dl - t))
             return actions + self._chunk(k, t_dl)
         b0 = plan.sizes[0]
         t_up = (
@@ -231,7 +234,15 @@ class FSLPolicy:
             + self.time.upload_s(k, c.upload_bytes(b0))
         )
         return actions + [
-            Call(CLIENT, "start", (g, self.lr), client=k, out=Slot(("up", k)), free=(g,), pace_s=t_up - t),
+            Call(
+                CLIENT,
+                FSLSplitClient.start,
+                (g, self.lr),
+                client=k,
+                out=Slot(("up", k)),
+                free=(g,),
+                pace_s=t_up - t,
+            ),
             Schedule(t_up, "smashed", k, {"j": 0, "awaits": ("up", k)}),
         ]
 
@@ -248,7 +259,9 @@ class FSLPolicy:
         )
         t_end = t + sum(per_batch) + recompute
         slot = Slot(("up", k, self.round, b - 1)) if up else None
-        actions: list[Action] = [Call(CLIENT, "run", (b - a, up), client=k, out=slot, pace_s=t_end - t)]
+        actions: list[Action] = [
+            Call(CLIENT, AuxClient.run, (b - a, up), client=k, out=slot, pace_s=t_end - t)
+        ]
         if slot is not None:
             if self.rules.recompute_after_update:
                 t_ready = t_end
@@ -266,7 +279,7 @@ class FSLPolicy:
         t_model = begin + tm.upload_s(k, c.model_bytes)
         self.uplink_free[k] = t_model
         return actions + [
-            Call(CLIENT, "weights", client=k, out=Slot(("model", k)), pace_s=t_model - t_end),
+            Call(CLIENT, AuxClient.weights, client=k, out=Slot(("model", k)), pace_s=t_model - t_end),
             Schedule(t_model, "model", k, {"awaits": ("model", k)}),
         ]
 
@@ -289,7 +302,7 @@ class FSLPolicy:
         self.server_free_at = begin + busy
         slot = Slot(("up", k, self.round, j))
         return [
-            Call(SERVER, "on_smashed", (k, slot, self.lr), free=(slot,), pace_s=busy),
+            Call(SERVER, FSLServer.on_smashed, (k, slot, self.lr), free=(slot,), pace_s=busy),
             Log(
                 {
                     "t": t,
@@ -316,7 +329,7 @@ class FSLPolicy:
         self.server_free_at = done = begin + busy
         g = Slot(("grad", k))
         actions: list[Action] = [
-            Call(SERVER, "on_smashed", (k, Slot(("up", k)), self.lr), out=g, pace_s=busy),
+            Call(SERVER, FSLServer.on_smashed, (k, Slot(("up", k)), self.lr), out=g, pace_s=busy),
             Log(
                 {
                     "t": t,
@@ -337,7 +350,7 @@ class FSLPolicy:
             nb = plan.sizes[j + 1]
             t_next = t_back + tm.compute_s(k, c.client_forward_flops, nb) + tm.upload_s(k, c.upload_bytes(nb))
             return actions + [
-                Call(CLIENT, "step", (g,), client=k, out=Slot(("up", k)), pace_s=t_next - done),
+                Call(CLIENT, FSLSplitClient.step, (g,), client=k, out=Slot(("up", k)), pace_s=t_next - done),
                 Schedule(t_next, "smashed", k, {"j": j + 1, "awaits": ("up", k)}),
             ]
         t_model = t_back + tm.upload_s(k, c.model_bytes)
@@ -349,7 +362,7 @@ class FSLPolicy:
         k, t = ev.client, ev.t
         m = Slot(("model", k))
         actions: list[Action] = [
-            Call(SERVER, "on_client_model", (k, m, self.setup.client_size(k)), free=(m,)),
+            Call(SERVER, FSLServer.on_client_model, (k, m, self.setup.client_size(k)), free=(m,)),
             Log(
                 {
                     "t": t,
@@ -364,7 +377,7 @@ class FSLPolicy:
         self.waiting.discard(k)
         if self.waiting:
             return actions
-        actions.append(Call(SERVER, "aggregate"))
+        actions.append(Call(SERVER, FSLServer.aggregate))
         self.version += 1
         actions.append(Log({"t": t, "kind": "aggregate", "version": self.version}))
         self.segment += 1

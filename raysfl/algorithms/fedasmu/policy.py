@@ -38,6 +38,8 @@ from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.batching import batch_size_at
 from raysfl.algorithms.common.fl_policy import FLCosts
 from raysfl.algorithms.common.schedule import after_update, evaluate, start_log
+from raysfl.algorithms.fedasmu.client import MUClient
+from raysfl.algorithms.fedasmu.server import MUServer
 
 
 @dataclass
@@ -131,18 +133,20 @@ class MUPolicy:
         }
         base = Slot(("w0", k))
         log = start_log(t, k, self.costs.model_bytes, self.version)
-        actions: list[Action] = [Call(SERVER, "send_job", (k, self.round), out=base)]
+        actions: list[Action] = [Call(SERVER, MUServer.send_job, (k, self.round), out=base)]
         if self.p.request_slot == "rl":
             # l* comes from the device's own rewards: read it before timing the request (and the rest).
             chosen = Slot(("lstar", k))
-            begin = Call(CLIENT, "begin", (base, info), client=k, out=chosen, free=(base,), pace_s=down)
+            begin = Call(
+                CLIENT, MUClient.begin, (base, info), client=k, out=chosen, free=(base,), pace_s=down
+            )
             return [*actions, begin, log, Schedule(t, "chosen", k, {"fetch": chosen.name})]
         last = points[0] - 1 if points else self.p.local_epochs
         model = Slot(("model", k))
         actions += [
             Call(
                 CLIENT,
-                "start",
+                MUClient.start,
                 (base, info, last),
                 client=k,
                 out=model if not points else None,
@@ -164,7 +168,7 @@ class MUPolicy:
         model = Slot(("model", k))
         train = Call(
             CLIENT,
-            "epochs",
+            MUClient.epochs,
             (1, last, None),
             client=k,
             out=model if last == self.p.local_epochs else None,
@@ -191,7 +195,7 @@ class MUPolicy:
             if self.snapshot is None or self.snapshot[0] != self.version:
                 old = (self.snapshot[1],) if self.snapshot is not None else ()
                 snap = Slot(("fresh", self.version))
-                actions.append(Call(SERVER, "fresh_model", out=snap, free=old))
+                actions.append(Call(SERVER, MUServer.fresh_model, out=snap, free=old))
                 self.snapshot = (self.version, snap)
             offer = self.snapshot[1]
         actions += self._fresh_download(k, job, slot, t, newer)
@@ -200,7 +204,7 @@ class MUPolicy:
         actions.append(
             Call(
                 CLIENT,
-                "epochs",
+                MUClient.epochs,
                 (slot, last, offer),
                 client=k,
                 out=model if last == self.p.local_epochs else None,
@@ -248,7 +252,7 @@ class MUPolicy:
         }
         model = Slot(("model", k))
         actions: list[Action] = [
-            Call(SERVER, "on_client_model", (k, model, self.setup.client_size(k)), free=(model,)),
+            Call(SERVER, MUServer.on_client_model, (k, model, self.setup.client_size(k)), free=(model,)),
             Log(row),
         ]
         if not discard:

@@ -26,6 +26,8 @@ from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.batching import batch_size_at
 from raysfl.algorithms.common.costs import SplitCosts
 from raysfl.algorithms.common.schedule import after_update, evaluate, finish_job, start_log
+from raysfl.algorithms.common.split_client import SplitClient
+from raysfl.algorithms.gas.server import GASServer
 
 GLOBAL = Slot(("global_client",))
 
@@ -91,7 +93,7 @@ class GASPolicy:
         b = self._next_batch(k)
         t_act = t + self.time.download_s(k, self.costs.client_model_bytes) + self._forward_upload_s(k, b)
         return [
-            Call(CLIENT, "start", (GLOBAL,), client=k, out=Slot(("acts", k)), pace_s=t_act - t),
+            Call(CLIENT, SplitClient.start, (GLOBAL,), client=k, out=Slot(("acts", k)), pace_s=t_act - t),
             Schedule(t_act, "act", k, {"b": b, "awaits": ("acts", k)}),
             start_log(t, k, self.costs.client_model_bytes, self.version),
         ]
@@ -100,7 +102,7 @@ class GASPolicy:
     def start(self) -> list[Action]:
         """Evaluate the initial model and start C clients drawn uniformly without replacement."""
         actions: list[Action] = [
-            Call(SERVER, "client_weights", out=GLOBAL),
+            Call(SERVER, GASServer.client_weights, out=GLOBAL),
             *evaluate(0, 0.0),
         ]
         chosen = self.rng.choice(self.idle, size=self.fed.active_clients, replace=False)
@@ -154,7 +156,7 @@ class GASPolicy:
         actions: list[Action] = [
             Call(
                 SERVER,
-                "on_activations",
+                GASServer.on_activations,
                 (k, Slot(("acts", k)), job.version, job.e),
                 out=Slot(("grads", k)),
                 pace_s=busy,
@@ -168,7 +170,7 @@ class GASPolicy:
             actions += [
                 Call(
                     CLIENT,
-                    "step",
+                    SplitClient.step,
                     (Slot(("grads", k)),),
                     client=k,
                     out=Slot(("acts", k)),
@@ -187,7 +189,7 @@ class GASPolicy:
         actions: list[Action] = [
             Call(
                 SERVER,
-                "on_client_model",
+                GASServer.on_client_model,
                 (k, Slot(("model", k)), self.setup.client_size(k)),
                 out=GLOBAL,
                 free=(Slot(("model", k)), Slot(("grads", k)), Slot(("acts", k))),

@@ -32,9 +32,11 @@ from raysfl.algorithms.common.batching import batch_size_at
 from raysfl.algorithms.common.fsl_accounting import tensor_bytes
 from raysfl.algorithms.common.schedule import evaluate, out_of_time
 from raysfl.algorithms.lightweight_fedsl.accounting import VALUE_BYTES, client_round_bytes
+from raysfl.algorithms.lightweight_fedsl.client import FedSLClient
 from raysfl.algorithms.lightweight_fedsl.dropout import kept_count
 from raysfl.algorithms.lightweight_fedsl.latency import RoundLatency, pruned_flops, round_latency
 from raysfl.algorithms.lightweight_fedsl.pruning import sparsity_target
+from raysfl.algorithms.lightweight_fedsl.server import FedSLServer
 
 
 @dataclass(frozen=True)
@@ -196,7 +198,7 @@ class FedSLPolicy:
             self.members[k] = m
             due = t0 + m.forward_s + m.uplink_s
             actions += [
-                Call(CLIENT, "forward", (t_idx,), client=k, out=Slot(("acts", k)), pace_s=due - t0),
+                Call(CLIENT, FedSLClient.forward, (t_idx,), client=k, out=Slot(("acts", k)), pace_s=due - t0),
                 Schedule(due, "act", k, {"awaits": ("acts", k)}),
             ]
         return actions
@@ -249,7 +251,7 @@ class FedSLPolicy:
         actions: list[Action] = [
             Call(
                 SERVER,
-                "step",
+                FedSLServer.step,
                 (t_idx, clients, *[Slot(("acts", k)) for k in clients]),
                 free=tuple(Slot(("acts", k)) for k in clients),
                 pace_s=self.server_busy,
@@ -263,10 +265,10 @@ class FedSLPolicy:
             ) + tm.compute_s(k, overhead, 1)
             g = Slot(("grad", k))
             actions += [
-                Call(SERVER, "gradient", (k,), out=g),
+                Call(SERVER, FedSLServer.gradient, (k,), out=g),
                 Call(
                     CLIENT,
-                    "backward",
+                    FedSLClient.backward,
                     (g, t_idx, target, self.train.lr),
                     client=k,
                     free=(g,),
@@ -286,7 +288,11 @@ class FedSLPolicy:
                 m.model_up_s = self.time.upload_s(m.client, self.costs.model_bytes)
                 actions += [
                     Call(
-                        CLIENT, "weights", client=m.client, out=Slot(("model", m.client)), pace_s=m.model_up_s
+                        CLIENT,
+                        FedSLClient.weights,
+                        client=m.client,
+                        out=Slot(("model", m.client)),
+                        pace_s=m.model_up_s,
                     ),
                     Schedule(t + m.model_up_s, "model", m.client, {"awaits": ("model", m.client)}),
                 ]
@@ -330,7 +336,7 @@ class FedSLPolicy:
         actions.append(
             Call(
                 SERVER,
-                "aggregate",
+                FedSLServer.aggregate,
                 tuple(Slot(("model", k)) for k in clients),
                 free=tuple(Slot(("model", k)) for k in clients),
             )
@@ -341,8 +347,8 @@ class FedSLPolicy:
         for k, d in zip(nxt, down, strict=True):
             g = Slot(("global", k))
             actions += [
-                Call(SERVER, "send_model", (k,), out=g),
-                Call(CLIENT, "load", (g,), client=k, free=(g,), pace_s=d),
+                Call(SERVER, FedSLServer.send_model, (k,), out=g),
+                Call(CLIENT, FedSLClient.load, (g,), client=k, free=(g,), pace_s=d),
                 Log({"t": t, "kind": "download", "client": k, "bytes_down": self.costs.model_bytes}),
             ]
         self._finish_round([x.model_up_s for x in self.members.values()], down)

@@ -33,6 +33,8 @@ from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.batching import batch_size_at
 from raysfl.algorithms.common.costs import SplitCosts
 from raysfl.algorithms.common.schedule import after_update, evaluate, finish_job, start_log
+from raysfl.algorithms.minibatch_sfl.client import SyncSplitClient
+from raysfl.algorithms.minibatch_sfl.server import SyncSplitServer
 
 
 def proportional_batch(size: int, round_total: int, batch_size: int, active: int) -> int:
@@ -175,7 +177,8 @@ class SyncSplitPolicy:
         self.groups = tuple(tuple(int(i) for i in g) for g in groups)
         self.arrived = self.models_in = 0
         actions: list[Action] = [
-            Call(SERVER, "client_weights", (s,), out=Slot(("global", s))) for s in dict.fromkeys(train_splits)
+            Call(SERVER, SyncSplitServer.client_weights, (s,), out=Slot(("global", s)))
+            for s in dict.fromkeys(train_splits)
         ]
         for m in self.members:
             k = m.client
@@ -184,7 +187,7 @@ class SyncSplitPolicy:
             actions += [
                 Call(
                     CLIENT,
-                    "start_round",
+                    SyncSplitClient.start_round,
                     (Slot(("global", m.train_split)), m.train_split, self.bsize[k], fresh),
                     client=k,
                     out=Slot(("acts", k)),
@@ -231,7 +234,7 @@ class SyncSplitPolicy:
         actions: list[Action] = [
             Call(
                 SERVER,
-                "iteration",
+                SyncSplitServer.iteration,
                 (
                     tuple(m.client for m in self.members),
                     tuple(m.train_split for m in self.members),
@@ -249,7 +252,7 @@ class SyncSplitPolicy:
                 + self.time.download_s(k, c.gradient_bytes(m.b))
                 + self.time.compute_s(k, c.client_backward_flops, m.b)
             )
-            actions.append(Call(SERVER, "gradient", (k,), out=Slot(("grads", k))))
+            actions.append(Call(SERVER, SyncSplitServer.gradient, (k,), out=Slot(("grads", k))))
             if m.e < self.train.local_iterations:
                 m.e += 1
                 m.b = self._next_batch(k)
@@ -257,7 +260,7 @@ class SyncSplitPolicy:
                 actions += [
                     Call(
                         CLIENT,
-                        "step",
+                        SyncSplitClient.step,
                         (Slot(("grads", k)),),
                         client=k,
                         out=Slot(("acts", k)),
@@ -291,7 +294,7 @@ class SyncSplitPolicy:
         actions.append(
             Call(
                 SERVER,
-                "aggregate",
+                SyncSplitServer.aggregate,
                 (
                     tuple(x.train_split for x in self.members),
                     tuple(self.setup.client_size(x.client) for x in self.members),
