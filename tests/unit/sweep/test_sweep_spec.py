@@ -180,6 +180,8 @@ def test_resources_one_bundle_per_actor_scaled_to_fit_a_small_machine(tmp_path):
 
 def test_every_shipped_sweep_validates(tmp_path):
     root = Path(__file__).resolve().parents[3] / "scenarios"
-    for path in sorted(root.rglob("*.sweep.toml")):
+    paths = sorted(root.rglob("*.sweep.toml"))
+    assert paths, "no sweep file is shipped under scenarios/"
+    for path in paths:
         sweep = load_sweep(path)
         assert sweep.trials, path
