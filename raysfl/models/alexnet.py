@@ -38,26 +38,34 @@ from raysfl.models.split import LayerStack
 
 
 def alexnet(cfg: ModelConfig, in_channels: int, image_size: int, num_classes: int) -> LayerStack:
-    """Build the GAS AlexNet as a :class:`LayerStack` with cuts ``L1``–``L4`` (GAS spec §10.9, Table 4)."""
-    del cfg  # no model options
+    """Build the GAS AlexNet as a :class:`LayerStack` with cuts ``L1``–``L4`` (GAS spec §10.9, Table 4).
+
+    ``cfg.alexnet_width_divisor`` d > 1 divides every conv and hidden Linear width by d (32/d … 1024/d): the
+    same 14 layers and cuts, about 1/d² of the FLOPs and parameters, for CPU-sized runs [A].
+    """
+    d = cfg.alexnet_width_divisor
+
+    def w(width: int) -> int:
+        return max(1, width // d)
+
     s = LayerStack((in_channels, image_size, image_size))
-    s.add("conv1", nn.Conv2d(in_channels, 32, kernel_size=3, padding=1))
+    s.add("conv1", nn.Conv2d(in_channels, w(32), kernel_size=3, padding=1))
     s.add("pool1", nn.MaxPool2d(kernel_size=2, stride=2))
     s.add("relu1", nn.ReLU())
     s.cut("L1")
-    s.add("conv2", nn.Conv2d(32, 64, kernel_size=3, padding=1))
+    s.add("conv2", nn.Conv2d(w(32), w(64), kernel_size=3, padding=1))
     s.add("pool2", nn.MaxPool2d(kernel_size=2, stride=2))
     s.add("relu2", nn.ReLU())
     s.cut("L2")
-    s.add("conv3", nn.Conv2d(64, 128, kernel_size=3, padding=1))
+    s.add("conv3", nn.Conv2d(w(64), w(128), kernel_size=3, padding=1))
     s.cut("L3")
-    s.add("conv4", nn.Conv2d(128, 256, kernel_size=3, padding=1))
-    s.add("conv5", nn.Conv2d(256, 256, kernel_size=3, padding=1))
+    s.add("conv4", nn.Conv2d(w(128), w(256), kernel_size=3, padding=1))
+    s.add("conv5", nn.Conv2d(w(256), w(256), kernel_size=3, padding=1))
     s.add("pool5", nn.MaxPool2d(kernel_size=3, stride=2))
     s.add("relu5", nn.ReLU())
     s.cut("L4")
     s.add("flatten", nn.Flatten())
-    s.add("fc1", nn.Linear(math.prod(s.shape), 1024))
-    s.add("fc2", nn.Linear(1024, 512))
-    s.add("fc3", nn.Linear(512, num_classes))
+    s.add("fc1", nn.Linear(math.prod(s.shape), w(1024)))
+    s.add("fc2", nn.Linear(w(1024), w(512)))
+    s.add("fc3", nn.Linear(w(512), num_classes))
     return s

@@ -54,6 +54,13 @@ class ModelConfig:
         doc="vgg19: divide every conv and hidden FC width by this (1 = the paper's VGG-19); a small variant "
         "for quick CPU runs [A] lightweight-FedSL quick scenarios",
     )
+    alexnet_width_divisor: int = option(
+        1,
+        ge=1,
+        le=32,
+        doc="alexnet: divide every conv and hidden Linear width by this (1 = the GAS paper's AlexNet); a "
+        "small variant with the same layers and cuts for CPU-sized runs [A] reproduction suite",
+    )
     vgg11_batch_norm: bool = option(
         True, doc="vgg11: BatchNorm after every conv (CIFAR-style VGG-11) [A] FedASMU spec A18"
     )

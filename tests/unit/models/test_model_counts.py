@@ -73,6 +73,19 @@ def test_gas_alexnet_fmnist_variant():
     assert count_params(model.client) == 320 + 18_496
 
 
+def test_alexnet_width_divisor_halves_every_width_and_keeps_the_cuts():
+    model = build("alexnet", "L2", c=1, size=28, alexnet_width_divisor=2)
+    assert model.activation_shape == (32, 7, 7)
+    # Hand count: conv1 1→16 (9·16 + 16), conv2 16→32 (9·16·32 + 32).
+    assert count_params(model.client) == 160 + 4_640
+    # conv3 32→64, conv4 64→128, conv5 128→128, fc1 128·3·3→512, fc2 512→256, fc3 256→10.
+    server = (9 * 32 * 64 + 64) + (9 * 64 * 128 + 128) + (9 * 128 * 128 + 128)
+    server += (1152 * 512 + 512) + (512 * 256 + 256) + (256 * 10 + 10)
+    assert count_params(model.server) == server
+    for split, shape in [("L1", (16, 14, 14)), ("L3", (64, 7, 7)), ("L4", (128, 3, 3))]:
+        assert build("alexnet", split, c=1, size=28, alexnet_width_divisor=2).activation_shape == shape
+
+
 # --- GAS VGG16-BN (GAS spec §10.9, Table 4) -------------------------------------------------------------
 
 
