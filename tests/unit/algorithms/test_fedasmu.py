@@ -1,6 +1,7 @@
 """FedASMU / FedSSMU (no Ray): Eq. (2) and the learned controls by hand, the discard rule, the device merge,
 the mid-training download's version, FedSSMU's rounds and an end-to-end run above chance."""
 
+import functools
 import math
 
 import fl_helpers
@@ -310,10 +311,12 @@ def test_fresh_model_is_the_version_current_at_the_request(tmp_path, monkeypatch
         orig_commit(self, weights)
         commits[self.version] = {k: v.clone() for k, v in weights.items()}
 
+    @functools.wraps(orig_take)  # policies call worker methods by name: a spy keeps the one it replaces
     def take(self, client, up, n):
         metas[client] = dict(up["meta"])
         return orig_take(self, client, up, n)
 
+    @functools.wraps(orig_epochs)
     def epochs(self, state, first, last, offer):
         offers[state.client] = offer
         return orig_epochs(self, state, first, last, offer)
@@ -358,10 +361,12 @@ def test_rl_slot_is_fetched_and_the_request_sees_its_time(tmp_path, monkeypatch)
     metas, begun = {}, []
     orig_take, orig_begin = MUServer.on_client_model, MUClient.begin
 
+    @functools.wraps(orig_take)
     def take(self, client, up, n):
         metas[client] = dict(up["meta"])
         return orig_take(self, client, up, n)
 
+    @functools.wraps(orig_begin)
     def begin(self, state, base, job):
         begun.append(state.client)
         return orig_begin(self, state, base, job)
