@@ -24,6 +24,7 @@ from pathlib import Path
 from raysfl.report.figures import AXIS_TITLES, accuracy_figure, save
 from raysfl.report.runs import (
     Group,
+    canonical,
     differing_fields,
     find_runs,
     first_reaching,
@@ -129,8 +130,9 @@ def write_report(
     groups = group_runs(runs)
     docs = [g.scenario for g in groups]
     varying = differing_fields(docs)
-    setting_keys = [k for k in varying if not k.startswith("algorithm.")]
-    method_names = method_labels(groups)
+    non_method = [k for k in varying if not k.startswith("algorithm.")]
+    setting_keys, bound_keys = split_varying_keys(groups, non_method)
+    method_names = method_labels(groups, bound_keys)
     settings: dict[str, list[Group]] = {}
     for g in groups:
         settings.setdefault(label(g.setting, setting_keys) or "all runs", []).append(g)
@@ -178,11 +180,32 @@ def write_report(
     return Report(report, figures, groups, skipped)
 
 
-def method_labels(groups: Sequence[Group]) -> dict[int, str]:
-    """A line label per group: the method's name, plus the parameters that tell its variants apart.
+def split_varying_keys(groups: Sequence[Group], keys: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Split the varying non-method ``keys`` into settings and keys bound to a method.
+
+    A key is a *setting* (its values get a table section and a figure each) when some method variant was
+    run with more than one of its values. A key whose value is fixed for every method variant but differs
+    between them (a sweep's ``[link]`` axis giving each method its own budget, say) is part of the methods:
+    all of them still meet in one figure, and the key is named in their labels.
+    """
+    if len({canonical(g.method) for g in groups}) < 2:
+        return list(keys), []
+    settings, bound = [], []
+    for key in keys:
+        values: dict[str, set[str]] = {}
+        for g in groups:
+            values.setdefault(canonical(g.method), set()).add(label(g.setting, [key]))
+        (settings if any(len(v) > 1 for v in values.values()) else bound).append(key)
+    return settings, bound
+
+
+def method_labels(groups: Sequence[Group], bound_keys: Sequence[str] = ()) -> dict[int, str]:
+    """A line label per group: the method's name, plus what tells its variants apart.
 
     Parameters are compared only among groups of the same method (GAS with and without ``generate``
     becomes ``gas (generate=False)`` and ``gas (generate=True)``; FedAvg beside them stays ``fedavg``).
+    ``bound_keys`` (see :func:`split_varying_keys`) are added to every label, e.g.
+    ``fedasync (train.global_iterations=200)``.
     """
     by_name: dict[str, list[Group]] = {}
     for g in groups:
@@ -191,7 +214,9 @@ def method_labels(groups: Sequence[Group]) -> dict[int, str]:
     for name, members in by_name.items():
         keys = differing_fields([{"params": m.method.get("params", {})} for m in members], ignore=())
         for g in members:
-            detail = label({"params": g.method.get("params", {})}, keys, "params.")
+            params = label({"params": g.method.get("params", {})}, keys, "params.")
+            parts = [params, label(g.setting, bound_keys)]
+            detail = ", ".join(part for part in parts if part)
             out[id(g)] = f"{name} ({detail})" if detail else name
     return out
 

@@ -89,13 +89,14 @@ def x_value(row: dict[str, Any], x: str) -> float:
     raise ValueError(f"x axis {x!r}: choose one of {', '.join(X_AXES)}")
 
 
-def _canonical(doc: Any) -> str:
+def canonical(doc: Any) -> str:
+    """A text that is equal for equal documents (sorted keys)."""
     return json.dumps(doc, sort_keys=True, default=str)
 
 
 def group_key(scenario: dict[str, Any]) -> str:
     """What runs of one group share: the scenario without seed, names, engine, metrics, reference."""
-    return _canonical({k: v for k, v in scenario.items() if k not in IGNORED})
+    return canonical({k: v for k, v in scenario.items() if k not in IGNORED})
 
 
 def _read_run(path: Path) -> Run:
@@ -203,7 +204,7 @@ def differing_fields(docs: Sequence[dict[str, Any]], ignore: Iterable[str] = IGN
     skip = tuple(ignore)
     flat = [_flatten({k: v for k, v in d.items() if k not in skip}) for d in docs]
     keys = sorted(set().union(*flat)) if flat else []
-    return [k for k in keys if len({_canonical(f.get(k, "<unset>")) for f in flat}) > 1]
+    return [k for k in keys if len({canonical(f.get(k, "<unset>")) for f in flat}) > 1]
 
 
 def label(doc: dict[str, Any], keys: Sequence[str], drop_prefix: str = "") -> str:

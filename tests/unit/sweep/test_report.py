@@ -177,3 +177,40 @@ def test_report_errors_exit_2(tmp_path, capsys):
     assert "no such directory" in capsys.readouterr().err
     assert main(["report", str(empty), "--target", "60"]) == 2
     assert "--target: 60.0 must be an accuracy in (0, 1]" in capsys.readouterr().err
+
+
+def test_keys_fixed_per_method_are_part_of_the_method_not_a_setting():
+    """A [link] axis giving each method its own budget keeps all methods in one setting and one figure."""
+    from raysfl.report.markdown import split_varying_keys
+    from raysfl.report.runs import Group
+
+    def group(key, name, iterations, partition):
+        return Group(
+            key,
+            {
+                "algorithm": {"name": name, "params": {}},
+                "train": {"global_iterations": iterations},
+                "data": {"partition": partition},
+            },
+        )
+
+    groups = [
+        group("a", "fedavg", 20, "iid"),
+        group("b", "fedasync", 200, "iid"),
+        group("c", "fedavg", 20, "shard"),
+        group("d", "fedasync", 200, "shard"),
+    ]
+    keys = ["data.partition", "train.global_iterations"]
+    assert split_varying_keys(groups, keys) == (["data.partition"], ["train.global_iterations"])
+    names = method_labels(groups, ["train.global_iterations"])
+    assert [names[id(g)] for g in groups] == [
+        "fedavg (train.global_iterations=20)",
+        "fedasync (train.global_iterations=200)",
+        "fedavg (train.global_iterations=20)",
+        "fedasync (train.global_iterations=200)",
+    ]
+    # One method run with two budgets: the budget is a setting again.
+    groups.append(group("e", "fedavg", 40, "iid"))
+    assert split_varying_keys(groups, keys) == (keys, [])
+    # A single method: everything that varies is a setting.
+    assert split_varying_keys(groups[::2], keys) == (keys, [])
