@@ -115,8 +115,14 @@ def check_spec(spec: Any, where: str = "algorithm.name") -> list[str]:
         missing = missing_members(cls, protocol) if cls is not None else []
         if missing:
             problems.append(_missing_message(where, cls.__qualname__, field, protocol, missing))
-    if spec.validate is not None and not callable(spec.validate):
-        problems.append(f"{where}: AlgorithmSpec {spec.name!r}.validate is not callable")
+    for field in ("validate", "single_pool"):
+        if getattr(spec, field) is not None and not callable(getattr(spec, field)):
+            problems.append(f"{where}: AlgorithmSpec {spec.name!r}.{field} is not callable")
+    if not all(isinstance(c, type) for c in spec.state_classes):
+        problems.append(f"{where}: AlgorithmSpec {spec.name!r}.state_classes must be a tuple of classes")
+    bad = [s for s in spec.smoke if not isinstance(s, str) or "=" not in s]
+    if bad:
+        problems.append(f"{where}: AlgorithmSpec {spec.name!r}.smoke: {bad!r} are not dotted.key=value")
     return problems
 
 

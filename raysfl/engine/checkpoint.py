@@ -36,6 +36,7 @@ from typing import Any
 from raysfl.api import Policy
 from raysfl.config import dumps_toml
 from raysfl.engine.clock import RealtimeClock
+from raysfl.engine.loop import CheckpointingSink, ResumableSink
 from raysfl.engine.snapshot import SnapshotError, capture, check_tree, load_tree, rebuild, save_tree
 
 FORMAT = 1
@@ -259,7 +260,7 @@ class Checkpointer:
         return path
 
     def _sinks(self) -> list[Any]:
-        return [s for s in self.sinks if hasattr(s, "checkpoint")]
+        return [s for s in self.sinks if isinstance(s, CheckpointingSink)]
 
     def restore(self, coordinator: Any, ck: dict[str, Any]) -> None:
         """Put the coordinator (clock, heap, totals, policy, workers, sinks) back to checkpoint ``ck``.
@@ -280,7 +281,7 @@ class Checkpointer:
             raise CheckpointError(f"cannot restore {ck.get('path', 'the checkpoint')}: {err}") from None
         coordinator.stopped = bool(ck.get("stopped", False))
         for sink in self.sinks:
-            if hasattr(sink, "resume"):
+            if isinstance(sink, ResumableSink):
                 sink.resume(sink_states.get(type(sink).__name__), coordinator.totals.evals)
         self.next_at = int(ck["next_at"])
 

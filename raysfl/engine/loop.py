@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 from raysfl.algorithms.actions import Action, Call, Event, Log, Report, Schedule, Slot, Stop
 from raysfl.api import Policy
@@ -25,6 +26,22 @@ class Sink(Protocol):
 
     def close(self) -> None:
         """Flush and close."""
+
+
+@runtime_checkable
+class CheckpointingSink(Protocol):
+    """A sink with its own part of a checkpoint (sealed log segments, a history to rewrite)."""
+
+    def checkpoint(self, ck_dir: Path, tag: str) -> Any:
+        """Seal what is written so far for the checkpoint ``tag`` in ``ck_dir``; returns the sink's state."""
+
+
+@runtime_checkable
+class ResumableSink(Protocol):
+    """A sink that can continue a resumed run (or, with ``state = None``, forget a failed attempt)."""
+
+    def resume(self, state: Any, evals: list[dict[str, Any]]) -> None:
+        """Continue from the state its :meth:`CheckpointingSink.checkpoint` returned, and the evaluations."""
 
 
 @dataclass

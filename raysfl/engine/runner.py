@@ -40,7 +40,7 @@ from raysfl.engine.checkpoint import (
 from raysfl.engine.clock import RealtimeClock, VirtualClock
 from raysfl.engine.dispatch import LocalDispatcher, WorkerLostError
 from raysfl.engine.hosts import ClientHost, ServerHost, build_model, pick_device
-from raysfl.engine.loop import Coordinator, Sink, Totals
+from raysfl.engine.loop import Coordinator, ResumableSink, Sink, Totals
 from raysfl.engine.provenance import source_commit
 from raysfl.engine.rng import stream
 from raysfl.metrics.parquet import EventLog, MetricsLog
@@ -364,7 +364,7 @@ def _attempt(
             checkpointer.restore(coordinator, ck)
         elif not inject_fault:  # a restart from the start: forget what the failed attempt logged
             for s in sinks:
-                if hasattr(s, "resume"):
+                if isinstance(s, ResumableSink):
                     s.resume(None, [])
         interrupted = False
         try:

@@ -179,7 +179,18 @@ def test_a_call_may_name_the_protocol_method_itself():
 
 def test_check_spec_names_a_non_spec_and_a_non_dataclass_params():
     assert check_spec(3, "x") == ["x: names a int, not a raysfl.api.AlgorithmSpec"]
-    bad = AlgorithmSpec(name="b", params=int, description="", family="fl", source="", make_client=1)
+    bad = AlgorithmSpec(
+        name="b",
+        params=int,
+        description="",
+        family="fl",
+        source="",
+        make_client=1,
+        smoke=("q_s",),
+        state_classes=("Cls",),
+    )
     problems = check_spec(bad, "x")
     assert any("params is not a dataclass" in p for p in problems)
     assert any("make_client is not callable" in p for p in problems)
+    assert any("state_classes must be a tuple of classes" in p for p in problems)
+    assert any("smoke: ['q_s'] are not dotted.key=value" in p for p in problems)
