@@ -14,12 +14,17 @@ import math
 
 import torch
 
-from raysfl.algorithms import cse_fsl, fsl_an, splitfed_v1, splitfed_v2
 from raysfl.algorithms.common.fsl_accounting import storage_params, table_v_load_gib
-from raysfl.algorithms.cse_fsl.params import CSEFSLParams
-from raysfl.algorithms.fsl_an.params import FSLANParams
-from raysfl.algorithms.splitfed_v1.params import SplitFedV1Params
-from raysfl.algorithms.splitfed_v2.params import SplitFedV2Params
+from raysfl.algorithms.cse_fsl import (
+    CSEFSLParams,
+    FSLANParams,
+    SplitFedV1Params,
+    SplitFedV2Params,
+    cse_fsl_rules,
+    fsl_an_rules,
+    splitfed_v1_rules,
+    splitfed_v2_rules,
+)
 from raysfl.models.config import ModelConfig
 from raysfl.models.flops import count_params
 from raysfl.models.zoo import build_split_model
@@ -49,11 +54,11 @@ def main() -> None:
     cifar = sizes("cse_fsl_cifar10", 3, 24, 10)
     femnist = sizes("cse_fsl_femnist", 1, 28, 62)
     rules = {
-        "FSL_MC": (splitfed_v1.rules(SplitFedV1Params()),) * 2,
-        "FSL_OC": (splitfed_v2.rules(SplitFedV2Params()),) * 2,
+        "FSL_MC": (splitfed_v1_rules(SplitFedV1Params()),) * 2,
+        "FSL_OC": (splitfed_v2_rules(SplitFedV2Params()),) * 2,
         # F-EMNIST's FSL_AN load matches only when the last partial batch is dropped (specs/cse-fsl.md §3.3)
-        "FSL_AN": (fsl_an.rules(FSLANParams()), fsl_an.rules(FSLANParams(drop_last=True))),
-        **{f"CSE_FSL h={h}": (cse_fsl.rules(CSEFSLParams(h=h)),) * 2 for h in (2, 4, 5, 10, 25, 50)},
+        "FSL_AN": (fsl_an_rules(FSLANParams()), fsl_an_rules(FSLANParams(drop_last=True))),
+        **{f"CSE_FSL h={h}": (cse_fsl_rules(CSEFSLParams(h=h)),) * 2 for h in (2, 4, 5, 10, 25, 50)},
     }
     print(
         "| method | CIFAR-10 load GiB (paper) | F-EMNIST load GiB (paper) | CIFAR-10 storage M (paper) "

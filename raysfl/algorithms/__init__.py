@@ -13,15 +13,12 @@ from raysfl.algorithms import (
     fedprox,
     fedsa,
     fedssmu,
-    fsl_an,
     gas,
     lightweight_fedsl,
     minibatch_sfl,
     moon,
     port,
     s2fl,
-    splitfed_v1,
-    splitfed_v2,
 )
 from raysfl.algorithms.base import AlgorithmSpec
 
@@ -45,9 +42,9 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
         minibatch_sfl.SPEC,
         s2fl.SPEC,
         cse_fsl.SPEC,
-        splitfed_v1.SPEC,
-        splitfed_v2.SPEC,
-        fsl_an.SPEC,
+        cse_fsl.SPLITFED_V1_SPEC,
+        cse_fsl.SPLITFED_V2_SPEC,
+        cse_fsl.FSL_AN_SPEC,
         lightweight_fedsl.SPEC,
         lightweight_fedsl.BASELINE_SPEC,
     )

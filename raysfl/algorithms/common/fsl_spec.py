@@ -1,7 +1,8 @@
-"""Glue shared by the four FSL method packages: the engine's factories for a given :class:`FSLRules`.
+"""Glue shared by the four FSL methods: the engine's factories for a given :class:`FSLRules`.
 
-Each package (``cse_fsl``, ``fsl_an``, ``splitfed_v1``, ``splitfed_v2``) maps its ``Params`` to rules and
-calls these from its ``make_client`` / ``make_server`` / ``make_policy`` / ``validate``.
+Each registry entry of the CSE-FSL family (``cse_fsl``, ``fsl_an``, ``splitfed_v1``, ``splitfed_v2``, all in
+:mod:`raysfl.algorithms.cse_fsl`) maps its ``Params`` to an :class:`FSLRules` preset and calls these from its
+``make_client`` / ``make_server`` / ``make_policy`` / ``validate``.
 """
 
 from __future__ import annotations

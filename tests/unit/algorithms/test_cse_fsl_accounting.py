@@ -10,7 +10,6 @@ import math
 import pytest
 import torch
 
-from raysfl.algorithms import cse_fsl, fsl_an, splitfed_v1, splitfed_v2
 from raysfl.algorithms.common.fsl_accounting import (
     GIB,
     RoundBytes,
@@ -20,22 +19,28 @@ from raysfl.algorithms.common.fsl_accounting import (
     tensor_bytes,
 )
 from raysfl.algorithms.common.fsl_round import FSLRules, chunks, round_batch_sizes, segments, upload_batches
-from raysfl.algorithms.cse_fsl.params import CSEFSLParams
-from raysfl.algorithms.fsl_an.params import FSLANParams
-from raysfl.algorithms.splitfed_v1.params import SplitFedV1Params
-from raysfl.algorithms.splitfed_v2.params import SplitFedV2Params
+from raysfl.algorithms.cse_fsl import (
+    CSEFSLParams,
+    FSLANParams,
+    SplitFedV1Params,
+    SplitFedV2Params,
+    cse_fsl_rules,
+    fsl_an_rules,
+    splitfed_v1_rules,
+    splitfed_v2_rules,
+)
 from raysfl.models.config import ModelConfig
 from raysfl.models.flops import count_params
 from raysfl.models.zoo import build_split_model
 
-MC = splitfed_v1.rules(SplitFedV1Params())
-OC = splitfed_v2.rules(SplitFedV2Params())
-AN = fsl_an.rules(FSLANParams())
-AN_DROP = fsl_an.rules(FSLANParams(drop_last=True))
+MC = splitfed_v1_rules(SplitFedV1Params())
+OC = splitfed_v2_rules(SplitFedV2Params())
+AN = fsl_an_rules(FSLANParams())
+AN_DROP = fsl_an_rules(FSLANParams(drop_last=True))
 
 
 def cse(h, **kw):
-    return cse_fsl.rules(CSEFSLParams(h=h, **kw))
+    return cse_fsl_rules(CSEFSLParams(h=h, **kw))
 
 
 def sizes_of(name, aux, c, s):

@@ -4,7 +4,6 @@ Tiny synthetic configuration (the one computed by hand in test_cse_fsl_accountin
 samples, B = 16, lenet5 cut at conv2 with the MLP auxiliary head, 2 rounds.
 """
 
-import importlib
 import math
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
+from raysfl.algorithms import cse_fsl
 from raysfl.algorithms.common.fsl_accounting import round_bytes, storage_params
 from raysfl.data.errors import DataNotFoundError
 from raysfl.engine import runner
@@ -94,7 +94,7 @@ def sizes(method):
 def rules_of(method, overrides=()):
     """The method's FSLRules for the tiny scenario."""
     sc = scenario_from_dict(base(method), overrides)
-    return importlib.import_module(f"raysfl.algorithms.{method}").rules(sc.params)
+    return cse_fsl.RULES[method](sc.params)
 
 
 @pytest.mark.parametrize("method", METHODS)
