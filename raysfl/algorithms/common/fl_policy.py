@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -57,6 +57,14 @@ from raysfl.algorithms.common.batching import batch_size_at
 from raysfl.algorithms.common.fl_client import FLClient
 from raysfl.algorithms.common.fl_server import FLServer
 from raysfl.algorithms.common.schedule import after_update, evaluate, start_log
+
+
+class FlushingServer(Protocol):
+    """A server that aggregates only when told to (``server_flush``: PORT's server)."""
+
+    def flush(self) -> None:
+        """Aggregate what the server has buffered since the last flush."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -300,7 +308,7 @@ class FLPolicy:
             args = self._train_args(base, job.lr, job.steps)
             actions.insert(0, Call(CLIENT, FLClient.train, args, client=k, out=model, free=(base,)))
         if update and self.server_flush:
-            actions.insert(len(actions) - 1, Call(SERVER, "flush"))
+            actions.insert(len(actions) - 1, Call(SERVER, FlushingServer.flush))
         if due and not update:
             actions += self._on_hold(t)
         self.finished.append(k)

@@ -7,13 +7,23 @@ the event order, the slot names, the report rows and the checkpoints depend on i
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from raysfl.algorithms.actions import CLIENT, SERVER, Action, Call, Log, Report, Schedule, Slot, Stop
 from raysfl.algorithms.protocols import ServerLogic
 
 if TYPE_CHECKING:
+    import torch
+
     from raysfl.algorithms.config import TrainConfig
+
+
+class SplitFinisher(Protocol):
+    """A split client that ends its job on the server's gradients (GAS, MiniBatch-SFL, the gradient FSLs)."""
+
+    def finish(self, state: Any, grads: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Back-propagate ``grads`` through the client-side model, step, and return its weights."""
+        ...
 
 
 def evaluate(iteration: int, t: float, info: Mapping[str, Any] | None = None) -> list[Action]:
@@ -69,6 +79,6 @@ def finish_job(client: int, grads: Slot, done: float, t_model: float) -> list[Ac
     """
     out = Slot(("model", client))
     return [
-        Call(CLIENT, "finish", (grads,), client=client, out=out, pace_s=t_model - done),
+        Call(CLIENT, SplitFinisher.finish, (grads,), client=client, out=out, pace_s=t_model - done),
         Schedule(t_model, "model", client, {"awaits": ("model", client)}),
     ]
