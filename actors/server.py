@@ -7,7 +7,7 @@ from typing import Any
 import ray
 import torch
 
-from raysfl.engine.hosts import ServerHost, pick_device
+from raysfl.engine.hosts import ServerHost, pick_device, profile_control
 
 
 @ray.remote
@@ -23,6 +23,17 @@ class Server:
     def call(self, method: str, *args: Any, pace_wall_s: float = 0.0) -> Any:
         """Run one server method (``on_activations``, ``on_client_model``, ``evaluate``, ...)."""
         return self.host.call(method, *args, pace_wall_s=pace_wall_s)
+
+    def profile(self, action: str, lane: str = "") -> dict[str, Any] | None:
+        """Profiling (``benchmarks/profile_*.py``): ``"start"`` it here, or ``"report"`` what it measured.
+
+        The report names the Ray worker, whose task timeline holds this actor's argument and result
+        (de)serialisation.
+        """
+        out = profile_control(action, lane)
+        if out is not None:
+            out["worker_id"] = ray.get_runtime_context().get_worker_id()
+        return out
 
     def snapshot(self) -> dict[str, Any]:
         """Checkpoint: the server logic's state."""

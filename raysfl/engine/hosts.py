@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from raysfl import profiling
 from raysfl.algorithms.base import AlgorithmSpec, RunSetup
 from raysfl.api import ClientLogic, ServerLogic, check_logic
 from raysfl.engine.rng import seed_sequence, torch_seed
@@ -120,7 +121,7 @@ class ClientHost:
     def call(self, method: str, client: int, *args: Any, pace_wall_s: float = 0.0) -> Any:
         """Run ``logic.method(state_of(client), *args)``; with ``pace_wall_s`` take at least that long."""
         _use_threads(self.threads)
-        with paced(pace_wall_s):
+        with profiling.section("client." + method), paced(pace_wall_s):
             return _method(self.logic, method)(self.state(client), *args)
 
     def snapshot(self) -> dict[str, Any]:
@@ -170,7 +171,7 @@ class ServerHost:
     def call(self, method: str, *args: Any, pace_wall_s: float = 0.0) -> Any:
         """Run ``logic.method(*args)``; with ``pace_wall_s`` take at least that long (realtime mode)."""
         _use_threads(self.threads)
-        with paced(pace_wall_s):
+        with profiling.section("server." + method), paced(pace_wall_s):
             return _method(self.logic, method)(*args)
 
     def snapshot(self) -> dict[str, Any]:
@@ -186,6 +187,21 @@ class ServerHost:
         torch.set_rng_state(snap["torch_rng"])
         if "cuda_rng" in snap and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(snap["cuda_rng"])
+
+
+def profile_control(action: str, lane: str = "") -> dict[str, Any] | None:
+    """A worker's side of profiling (:mod:`raysfl.profiling`), called by the actor shells.
+
+    ``"start"`` profiles this process as ``lane``; ``"report"`` returns what it measured so far (``None``
+    when it does not profile).
+    """
+    if action == "start":
+        profiling.enable(lane)
+        return None
+    if action == "report":
+        prof = profiling.ACTIVE
+        return None if prof is None else prof.report()
+    raise ValueError(f"unknown profile action {action!r}; choose 'start' or 'report'")
 
 
 def setup_spec(setup: RunSetup) -> AlgorithmSpec:

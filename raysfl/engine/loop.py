@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from raysfl import profiling
 from raysfl.algorithms.actions import Action, Call, Event, Log, Report, Schedule, Slot, Stop
 from raysfl.api import Policy
 from raysfl.engine.clock import RealtimeClock, VirtualClock
@@ -77,15 +78,16 @@ class Coordinator:
         ``resumed``: the state was restored from a checkpoint, so the policy is not started again.
         ``after_event`` is called after each event (checkpoints, fault injection).
         """
-        if not resumed:
-            self._apply(self.policy.start())
-        while self.queue and not self.stopped:
-            self.step()
-            if after_event is not None:
-                after_event(self)
-        if not self.stopped:
-            self.totals.stop_reason = "no more events"
-        self.drain()
+        with profiling.section("coordinator"):
+            if not resumed:
+                self._apply(self.policy.start())
+            while self.queue and not self.stopped:
+                self.step()
+                if after_event is not None:
+                    after_event(self)
+            if not self.stopped:
+                self.totals.stop_reason = "no more events"
+            self.drain()
         return self.totals
 
     def drain(self) -> None:
@@ -116,7 +118,9 @@ class Coordinator:
         if fetch is not None:
             value = self.dispatcher.fetch(Slot(tuple(fetch)))
             ev = Event(ev.t, ev.kind, ev.client, {**ev.data, "value": value})
-        self._apply(self.policy.on_event(ev))
+        with profiling.section("coordinator.policy"):
+            actions = self.policy.on_event(ev)
+        self._apply(actions)
         self._deliver(self.dispatcher.poll())
 
     def _apply(self, actions: list[Action]) -> None:
@@ -132,8 +136,9 @@ class Coordinator:
             elif isinstance(a, Log):
                 self.totals.bytes_up += int(a.row.get("bytes_up", 0) or 0)
                 self.totals.bytes_down += int(a.row.get("bytes_down", 0) or 0)
-                for s in self.sinks:
-                    s.on_event(a.row)
+                with profiling.section("coordinator.sinks"):
+                    for s in self.sinks:
+                        s.on_event(a.row)
             elif isinstance(a, Report):
                 info = {
                     **a.info,
@@ -152,5 +157,6 @@ class Coordinator:
         for info, metrics in ready:
             row = {**info, **metrics, "wall_s": time.monotonic() - self._wall0}
             self.totals.evals.append(row)
-            for s in self.sinks:
-                s.on_eval(row)
+            with profiling.section("coordinator.sinks"):
+                for s in self.sinks:
+                    s.on_eval(row)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -22,6 +23,7 @@ from typing import Any
 import ray
 from ray.exceptions import ObjectLostError, RayActorError
 
+from raysfl import profiling
 from raysfl.algorithms.actions import SERVER, Call, Report, Slot
 from raysfl.engine.dispatch import Ready, WorkerLostError, backend_snapshot, pool_snapshots
 from raysfl.engine.snapshot import rebuild
@@ -59,6 +61,9 @@ class RayDispatcher:
         self._inflight: deque[ray.ObjectRef] = deque()
         self._reports: deque[tuple[dict[str, Any], ray.ObjectRef]] = deque()
         self.peak_inflight = 0
+        if profiling.enabled():  # the profile scripts: every actor profiles itself too
+            lanes = [("server", server), *((f"pool{i}", p) for i, p in enumerate(pools))]
+            ray.get([actor.profile.remote("start", lane) for lane, actor in lanes])
 
     def _resolve(self, arg: Any) -> Any:
         if isinstance(arg, Slot):
@@ -72,11 +77,12 @@ class RayDispatcher:
         """Submit the actor call; store its ref in ``action.out``."""
         args = [self._resolve(a) for a in action.args]
         pace = action.pace_s / self.time_scale if self.time_scale else 0.0
-        if action.target == SERVER:
-            ref = self.server.call.remote(action.method, *args, pace_wall_s=pace)
-        else:
-            pool = self.pools[self.pool_of(action.client)]
-            ref = pool.call.remote(action.method, action.client, *args, pace_wall_s=pace)
+        with profiling.section("ray.submit"):
+            if action.target == SERVER:
+                ref = self.server.call.remote(action.method, *args, pace_wall_s=pace)
+            else:
+                pool = self.pools[self.pool_of(action.client)]
+                ref = pool.call.remote(action.method, action.client, *args, pace_wall_s=pace)
         for slot in action.free:
             self.slots.pop(slot.name, None)
         if action.out is not None:
@@ -84,7 +90,7 @@ class RayDispatcher:
         self._inflight.append(ref)
         self.peak_inflight = max(self.peak_inflight, len(self._inflight))
         while len(self._inflight) > self.max_inflight:
-            with _lost_workers():
+            with _lost_workers(), profiling.section("ray.backpressure_wait"):
                 ray.wait([self._inflight.popleft()], fetch_local=False)
 
     def ready(self, slot: Slot) -> bool:
@@ -95,7 +101,7 @@ class RayDispatcher:
     def fetch(self, slot: Slot) -> Any:
         """``ray.get`` the slot's value (a synchronisation point with the worker producing it); free it."""
         ref = self._resolve(slot)
-        with _lost_workers():
+        with _lost_workers(), profiling.section("ray.fetch"):
             value = ray.get(ref)
         self.slots.pop(slot.name, None)
         return value
@@ -113,13 +119,13 @@ class RayDispatcher:
             if not ready:
                 break
             self._reports.popleft()
-            with _lost_workers():
+            with _lost_workers(), profiling.section("ray.fetch"):
                 out.append((info, ray.get(ref)))
         return out
 
     def drain(self) -> list[Ready]:
         """Wait for every outstanding report and call; fail with :class:`WorkerLostError` if an actor died."""
-        with _lost_workers():
+        with _lost_workers(), profiling.section("ray.drain"):
             out = [(info, ray.get(ref)) for info, ref in self._reports]
             self._reports.clear()
             if self._inflight:
@@ -159,8 +165,45 @@ class RayDispatcher:
         server = ray.get(self.server.describe.remote())
         return {**server, "pool_nodes": ray.get([p.node_id.remote() for p in self.pools])}
 
+    def collect_profiles(self) -> None:
+        """Profiling only: add every actor's report to this process's profiler.
+
+        Each report gets its worker's Ray task phases (argument deserialisation, execution, result
+        storing) from ``ray.timeline()``.
+        """
+        prof = profiling.ACTIVE
+        if prof is None:
+            return
+        with suppress(*_LOST), profiling.section("profiling.collect"):
+            lanes = [self.server, *self.pools]
+            reports = [r for r in ray.get([a.profile.remote("report") for a in lanes]) if r is not None]
+            time.sleep(TASK_EVENT_FLUSH_S)  # workers report task events to the GCS about once a second
+            phases = task_phases(ray.timeline())
+            for r in reports:
+                r["ray_phases"] = phases.get(r["worker_id"], {})
+            prof.lanes.extend(reports)
+
     def close(self) -> None:
-        """Kill the actors of this run."""
+        """Kill the actors of this run (profiling: after collecting their profiles)."""
+        if profiling.enabled():
+            self.collect_profiles()
         for actor in [*self.pools, self.server]:
             with suppress(*_LOST):  # already dead
                 ray.kill(actor)
+
+
+TASK_EVENT_FLUSH_S = 2.0
+
+
+def task_phases(events: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+    """Per Ray worker id: calls and total seconds of each ``task:*`` phase in a ``ray.timeline()`` trace."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for ev in events:
+        cat = str(ev.get("cat", ""))
+        tid = str(ev.get("tid", ""))
+        if not cat.startswith("task:") or not tid.startswith("worker:"):
+            continue
+        row = out.setdefault(tid.removeprefix("worker:"), {}).setdefault(cat, {"calls": 0, "s": 0.0})
+        row["calls"] += 1
+        row["s"] += float(ev.get("dur", 0.0)) / 1e6  # microseconds
+    return out

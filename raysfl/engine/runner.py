@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from raysfl import __version__
+from raysfl import __version__, profiling
 from raysfl.algorithms.base import RunSetup
 from raysfl.api import Policy, check_logic
 from raysfl.config import dumps_toml
@@ -279,11 +279,13 @@ def run(
             note = f"{out} has finished ({done.get('stop_reason')}); nothing to resume, outputs unchanged"
             print(f"raysfl: {note}", file=sys.stderr)
             return {**done, "out_dir": str(out)}
-    prep = prepare(sc, data_dir)
+    with profiling.section("setup.prepare"):
+        prep = prepare(sc, data_dir)
     if backend == "ray":  # start or join Ray before writing: an unreachable cluster leaves no folder
         from raysfl.engine.cluster import ensure_ray
 
-        ensure_ray(address)
+        with profiling.section("setup.ray_init"):
+            ensure_ray(address)
     if overwrite:
         clear_outputs(out)
     try:
@@ -338,15 +340,17 @@ def _attempt(
     ``inject_fault`` is true on the first attempt only (fault injection fires once per run).
     """
     sc = prep.scenario
-    if backend == "ray":
-        from raysfl.engine.cluster import ray_dispatcher
+    with profiling.section("setup.backend"):
+        if backend == "ray":
+            from raysfl.engine.cluster import ray_dispatcher
 
-        dispatcher = ray_dispatcher(prep, address)
-    else:
-        dispatcher = local_dispatcher(prep)
+            dispatcher = ray_dispatcher(prep, address)
+        else:
+            dispatcher = local_dispatcher(prep)
     sinks: list[Sink] = []
     try:
-        placement = dispatcher.placement()
+        with profiling.section("setup.backend"):
+            placement = dispatcher.placement()
         rng = stream(sc.seed, "policy")
         spec = sc.algorithm_spec
         policy = check_logic(spec.make_policy(prep.setup, prep.time_model, prep.profile, rng), Policy, spec)
@@ -374,9 +378,10 @@ def _attempt(
             totals = coordinator.totals
         return totals, placement, interrupted
     finally:
-        for s in sinks:
-            s.close()
-        dispatcher.close()
+        with profiling.section("teardown"):
+            for s in sinks:
+                s.close()
+            dispatcher.close()
 
 
 def _pool_killer(at_iteration: int) -> Any:

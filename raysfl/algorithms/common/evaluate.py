@@ -6,6 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from raysfl import profiling
+
 
 @torch.no_grad()
 def evaluate_split_aux(
@@ -29,8 +31,9 @@ def evaluate_split_aux(
     for start in range(0, len(test_y), batch_size):
         x = test_x[start : start + batch_size].to(device)
         y = test_y[start : start + batch_size].to(device)
-        feats = client(x)
-        logits = server(feats)
+        with profiling.section("eval.forward", len(y)):
+            feats = client(x)
+            logits = server(feats)
         loss_sum += float(F.cross_entropy(logits, y, reduction="sum"))
         correct += int((logits.argmax(1) == y).sum())
         if aux is not None:

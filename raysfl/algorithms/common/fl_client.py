@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from raysfl import profiling
 from raysfl.algorithms.common.batching import BatchCursor
 from raysfl.algorithms.common.optim import clip, make_optimizer
 from raysfl.algorithms.config import TrainConfig
@@ -160,18 +161,21 @@ class FLClient:
         if self.objective is not None:
             self.objective.begin(state, self.model, params)
         for _ in range(self.train_cfg.local_iterations if steps is None else int(steps)):
-            x, y = self.next_batch(state)
-            optimizer.zero_grad(set_to_none=True)
-            if self.objective is not None:
-                loss = self.objective.loss(state, self.model, params, x, y)
-            else:
-                loss = F.cross_entropy(self.model(x), y)
-            if anchor is not None:
-                gap = sum(((p - a) ** 2).sum() for p, a in zip(params, anchor, strict=True))
-                loss = loss + 0.5 * self.proximal * gap
-            loss.backward()
-            clip(params, self.train_cfg.clip_grad_norm)
-            optimizer.step()
+            with profiling.section("client.data"):
+                x, y = self.next_batch(state)
+            with profiling.section("client.forward_backward", len(y)):
+                optimizer.zero_grad(set_to_none=True)
+                if self.objective is not None:
+                    loss = self.objective.loss(state, self.model, params, x, y)
+                else:
+                    loss = F.cross_entropy(self.model(x), y)
+                if anchor is not None:
+                    gap = sum(((p - a) ** 2).sum() for p, a in zip(params, anchor, strict=True))
+                    loss = loss + 0.5 * self.proximal * gap
+                loss.backward()
+            with profiling.section("client.optimizer"):
+                clip(params, self.train_cfg.clip_grad_norm)
+                optimizer.step()
         if self.objective is not None:
             self.objective.end(state, self.model, params)
         state.jobs += 1

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from raysfl import profiling
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.evaluate import evaluate_split
 
@@ -176,7 +177,8 @@ class FLServer:
         self.staleness_sum += staleness
         self.staleness_max = max(self.staleness_max, staleness)
         cpu = {k: v.detach().cpu() for k, v in weights.items()}
-        self._receive(Arrival(client, cpu, base, int(num_samples), staleness))
+        with profiling.section("server.aggregate"):  # the method's rule: buffer, maybe aggregate
+            self._receive(Arrival(client, cpu, base, int(num_samples), staleness))
 
     def global_model(self) -> Weights:
         """The current global model (never modified in place)."""

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from raysfl import profiling
 from raysfl.algorithms.common.batching import BatchCursor
 from raysfl.algorithms.common.optim import clip, make_optimizer
 from raysfl.algorithms.config import TrainConfig
@@ -112,27 +113,36 @@ class SplitClient:
             raise RuntimeError(f"client {state.client}: forward before start (no client-side model)")
         if state.pending_x is not None:
             raise RuntimeError(f"invariant broken: client {state.client} has two forward passes in flight")
-        pos = state.cursor.next_positions(state.rng)
-        idx = state.indices[pos]
-        x = self.transform(self.train_x[idx], state.torch_gen)
-        y = torch.from_numpy(np.asarray(self.train_y[idx], dtype=np.int64))
+        with profiling.section("client.data"):
+            pos = state.cursor.next_positions(state.rng)
+            idx = state.indices[pos]
+            x = self.transform(self.train_x[idx], state.torch_gen)
+            y = torch.from_numpy(np.asarray(self.train_y[idx], dtype=np.int64))
         state.pending_x, state.pending_rng = x, torch.get_rng_state()
         self.model.train()
-        scratch = {n: b.clone() for n, b in (state.buffers or {}).items()}  # running stats: updated later
-        with torch.no_grad():
-            out = torch.func.functional_call(self.model, (state.params, scratch), (x,))
+        with profiling.section("client.forward", len(y)):
+            scratch = {n: b.clone() for n, b in (state.buffers or {}).items()}  # running stats: updated later
+            with torch.no_grad():
+                out = torch.func.functional_call(self.model, (state.params, scratch), (x,))
         return out, y
 
     def _backward(self, state: SplitClientState, grads: torch.Tensor) -> None:
         if state.pending_x is None or state.optimizer is None or state.params is None:
             raise RuntimeError(f"client {state.client}: backward without a pending forward pass")
-        now_rng = torch.get_rng_state()
-        torch.set_rng_state(state.pending_rng)
-        self.model.train()
-        out = torch.func.functional_call(self.model, (state.params, state.buffers), (state.pending_x,))
-        torch.set_rng_state(now_rng)
-        out.backward(grads.to(out.dtype))
+        with profiling.section("client.backward", len(state.pending_x)):  # forward again, then backward
+            now_rng = torch.get_rng_state()
+            torch.set_rng_state(state.pending_rng)
+            self.model.train()
+            out = torch.func.functional_call(self.model, (state.params, state.buffers), (state.pending_x,))
+            torch.set_rng_state(now_rng)
+            out.backward(grads.to(out.dtype))
         state.pending_x = state.pending_rng = None
+        with profiling.section("client.optimizer"):
+            self._step(state)
+
+    def _step(self, state: SplitClientState) -> None:
+        """Clip, then one optimizer step (with the shared momentum when the method shares it)."""
+        assert state.optimizer is not None and state.params is not None
         clip(state.params.values(), self.train.clip_grad_norm)
         if self.shared_optimizer_state and self._shared_state is not None:
             _load_momentum(state.optimizer, self._shared_state)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import torch
 
+from raysfl import profiling
 from raysfl.algorithms.gas.stats import LabelGaussians
 
 
@@ -80,7 +81,8 @@ class GaussianSampler:
         if self.stats.covariance == "diagonal":
             out = (cov.clamp(min=0) + self.ridge).sqrt()
         else:
-            out = self._cholesky(cov)
+            with profiling.section("server.cholesky"):
+                out = self._cholesky(cov)
         self._factor[y] = (version, out)
         return out
 

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from raysfl import profiling
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.aggregate import weighted_average
 from raysfl.algorithms.common.evaluate import evaluate_split
@@ -115,19 +116,21 @@ class GASServer:
         assert self.stats is not None
         self.buffer.append((acts.detach(), labels, weights))
         if self.p.generate and self.p.stats_update == "per-activation":
-            self.stats.update(acts.cpu(), labels.cpu(), weights)
+            with profiling.section("server.stats"):
+                self.stats.update(acts.cpu(), labels.cpu(), weights)
         if len(self.buffer) >= self.p.q_s:
             self._server_update()
 
     def _client_gradient(self, client: int, acts: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """G_k = ∇_{A_k} l_k(w_s; A_k, Y_k), with the logit-adjusted loss of eq. (6) when enabled."""
-        a = acts.detach().requires_grad_(True)
-        self.server_model.train()
-        logits = self.server_model(a)
-        if self.p.logit_adjustment:
-            logits = logits + self.log_priors[client]
-        loss = F.cross_entropy(logits, labels)
-        (grads,) = torch.autograd.grad(loss, a)
+        with profiling.section("server.grad", len(labels)):
+            a = acts.detach().requires_grad_(True)
+            self.server_model.train()
+            logits = self.server_model(a)
+            if self.p.logit_adjustment:
+                logits = logits + self.log_priors[client]
+            loss = F.cross_entropy(logits, labels)
+            (grads,) = torch.autograd.grad(loss, a)
         return grads
 
     def _server_update(self) -> None:
@@ -140,8 +143,9 @@ class GASServer:
             # are; every later merge adds ridge·I (specs/gas.md §10.5) [C]
             merged = [y for y in torch.unique(real_y).tolist() if self.stats.has(y)]
             weights = torch.cat([b[2] for b in self.buffer])
-            self.stats.update(real_x.cpu(), real_y.cpu(), weights)
-            self.stats.add_ridge(merged, self.p.ridge)
+            with profiling.section("server.stats"):
+                self.stats.update(real_x.cpu(), real_y.cpu(), weights)
+                self.stats.add_ridge(merged, self.p.ridge)
         xs, ys = [real_x], [real_y]
         available = self.stats.weight > 0
         gated = self.p.generation_gate == "all-labels" and not bool(available.all())
@@ -152,18 +156,20 @@ class GASServer:
                 self.p.generation,
                 self.train.batch_size,
             )
-            gen_x, gen_y = self.sampler.sample(counts, self.gen)
+            with profiling.section("server.sample"):
+                gen_x, gen_y = self.sampler.sample(counts, self.gen)
             if len(gen_y):
                 xs.append(gen_x.reshape(-1, *self.act_shape).to(self.device))
                 ys.append(gen_y.to(self.device))
                 self.generated_total += len(gen_y)
         x, y = torch.cat(xs), torch.cat(ys)
-        self.server_model.train()
-        self.optimizer.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(self.server_model(x), y)
-        loss.backward()
-        clip(self.server_model.parameters(), self.train.clip_grad_norm)
-        self.optimizer.step()
+        with profiling.section("server.update", len(y)):
+            self.server_model.train()
+            self.optimizer.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(self.server_model(x), y)
+            loss.backward()
+            clip(self.server_model.parameters(), self.train.clip_grad_norm)
+            self.optimizer.step()
         self.train_loss_sum += float(loss.detach())
         self.train_loss_count += 1
         self.server_updates += 1
@@ -177,7 +183,8 @@ class GASServer:
         self.model_buffer.append((weights, float(num_samples) if self.p.aggregation == "data-size" else 1.0))
         if len(self.model_buffer) >= self.p.q_c:
             states = [w for w, _ in self.model_buffer]
-            self.global_client = weighted_average(states, [n for _, n in self.model_buffer])
+            with profiling.section("server.aggregate"):
+                self.global_client = weighted_average(states, [n for _, n in self.model_buffer])
             self.model_buffer.clear()
             self.aggregations += 1
             self._progress_total += self.server_updates
