@@ -8,6 +8,10 @@ with :func:`option` (the data section in ``raysfl/data/config.py``, the system s
 collects *every* problem (unknown keys with the closest valid name, wrong types, values out of range or
 outside the allowed set) into one :class:`ConfigError`, each named by its dotted path.
 
+Renamed options keep working: :func:`aliases` lets a class accept an old key as another name of a field
+(giving both is an error naming both), and ``option(synonyms=...)`` maps an old spelling of a value to
+the value it stands for (the built dataclass holds the current spelling).
+
 Example:
     >>> from dataclasses import dataclass
     >>> @dataclass(frozen=True)
@@ -37,6 +41,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 _META = "raysfl"
+_ALIASES = "__raysfl_aliases__"  # the class attribute where :func:`aliases` keeps old key -> field name
 MAX_FILE_BYTES = 1 << 20  # a scenario is a small text file; the largest shipped one is about 2 kB
 MAX_STRING_CHARS = 4096  # a path (PATH_MAX) or a line of description; longer values are mistakes
 
@@ -66,6 +71,7 @@ class OptionMeta:
     le: float | None = None
     lt: float | None = None
     check: Callable[[Any], str | None] | None = None
+    synonyms: Mapping[Any, Any] | None = dataclasses.field(default=None, hash=False)
 
 
 def option(
@@ -79,17 +85,24 @@ def option(
     lt: float | None = None,
     check: Callable[[Any], str | None] | None = None,
     factory: Any = dataclasses.MISSING,
+    synonyms: Mapping[Any, Any] | None = None,
 ) -> Any:
     """Declare a configuration field with its default, allowed values and a one-line doc.
 
     ``choices`` restricts the value to a set; ``ge``/``gt``/``le``/``lt`` bound numbers (for a tuple or
     list field, every element). ``check`` returns why a (type-checked) value is not allowed, or ``None``.
-    Use ``factory`` for nested dataclasses.
+    Use ``factory`` for nested dataclasses. ``synonyms`` maps other spellings of a value (an old name) to
+    the value they stand for; :func:`build` stores the value, so ``{"none": "constant"}`` makes
+    ``"none"`` build as ``"constant"`` (each synonym's target must itself be allowed).
 
     Every float must be finite unless it equals the field's default (a default of ``-inf`` may mean
     "unset"); every string is at most :data:`MAX_STRING_CHARS` long without control characters.
     """
-    meta = {_META: OptionMeta(doc, tuple(choices) if choices is not None else None, ge, gt, le, lt, check)}
+    allowed = tuple(choices) if choices is not None else None
+    if synonyms and allowed is not None and any(v not in allowed for v in synonyms.values()):
+        raise TypeError(f"option synonyms {dict(synonyms)!r} must map to values of choices {allowed!r}")
+    frozen = types.MappingProxyType(dict(synonyms)) if synonyms else None
+    meta = {_META: OptionMeta(doc, allowed, ge, gt, le, lt, check, frozen)}
     if factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -98,6 +111,45 @@ def option(
 def option_meta(field: dataclasses.Field) -> OptionMeta:
     """The :class:`OptionMeta` of a field (empty when it was declared without :func:`option`)."""
     return field.metadata.get(_META, OptionMeta())
+
+
+def aliases(**old_to_new: str) -> Callable[[type[T]], type[T]]:
+    """Class decorator: accept each keyword's name as an old key for the field it names.
+
+    A renamed option keeps working in existing scenario files: the value given under the old key is
+    validated and stored as the field (errors name the key as written), and giving both keys is an error
+    that names both. Apply it above ``@dataclass``; subclasses inherit the aliases.
+
+    Example:
+        >>> @aliases(rate="rate_bps")
+        ... @dataclasses.dataclass(frozen=True)
+        ... class Link:
+        ...     rate_bps: float = option(1e6, gt=0, doc="fixed rate")
+        >>> build(Link, {"rate": 5.0}) == build(Link, {"rate_bps": 5.0})
+        True
+        >>> build(Link, {"rate": 5.0, "rate_bps": 5.0}, path="link")
+        Traceback (most recent call last):
+        ...
+        raysfl.config.ConfigError: link.rate and link.rate_bps name the same option ('rate' is the old \
+name of 'rate_bps'); give only 'rate_bps'
+    """
+
+    def apply(cls: type[T]) -> type[T]:
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        for old, new in old_to_new.items():
+            if new not in names:
+                raise TypeError(f"alias {old!r} of {cls.__name__}: {new!r} is not one of its fields")
+            if old in names:
+                raise TypeError(f"alias {old!r} of {cls.__name__} is itself a field")
+        setattr(cls, _ALIASES, {**key_aliases(cls), **old_to_new})
+        return cls
+
+    return apply
+
+
+def key_aliases(cls: type) -> dict[str, str]:
+    """The old keys :func:`aliases` declared for ``cls`` (or a base class), each mapped to its field."""
+    return dict(getattr(cls, _ALIASES, {}))
 
 
 def _type_name(tp: Any) -> str:
@@ -243,28 +295,41 @@ def _build(cls: type[T], data: Mapping[str, Any], path: str, problems: list[str]
     start = len(problems)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     hints = typing.get_type_hints(cls)
+    renamed = key_aliases(cls)
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
         where = f"{path}.{key}" if path else key
-        if key not in fields:
+        name = renamed.get(key, key)
+        if name != key and name in data:
+            other = f"{path}.{name}" if path else name
+            problems.append(
+                f"{where} and {other} name the same option ({key!r} is the old name of {name!r}); "
+                f"give only {name!r}"
+            )
+            continue
+        if name not in fields:
             close = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.5)
             hint = f" (did you mean {close[0]!r}?)" if close else f" (valid keys: {', '.join(fields)})"
             problems.append(f"{where}: unknown key{hint}")
             continue
         before = len(problems)
-        converted = _convert(value, hints[key], where, problems)
+        converted = _convert(value, hints[name], where, problems)
         bad = _nonfinite(converted) if len(problems) == before else None
-        default = fields[key].default
+        default = fields[name].default
         if bad is not None and converted != default:  # a non-finite default (-inf: unset) may be restated
             unset = f" (or {default!r}, its default)" if _nonfinite(default) is not None else ""
             problems.append(f"{where}: {bad!r} is not allowed; give a finite number{unset}")
+        meta = option_meta(fields[name])
+        if len(problems) == before and meta.synonyms and isinstance(converted, (str, int, float)):
+            converted = meta.synonyms.get(converted, converted)
         if len(problems) == before:
-            _check_bounds(converted, option_meta(fields[key]), where, problems)
+            _check_bounds(converted, meta, where, problems)
         if len(problems) == before:
-            kwargs[key] = converted
+            kwargs[name] = converted
+    given = {renamed.get(key, key) for key in data}
     for name, f in fields.items():
         no_default = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        if no_default and name not in data:
+        if no_default and name not in given:
             problems.append(
                 f"{path}.{name}: required key is missing" if path else f"{name}: required key is missing"
             )

@@ -4,25 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raysfl.config import option
+from raysfl.algorithms.common.staleness import StalenessOptions, staleness_option
+from raysfl.config import aliases, option
 
 
+@aliases(a="staleness_a", b="staleness_b")  # FedAsync's keys before the shared staleness group
 @dataclass(frozen=True)
-class FedAsyncParams:
+class FedAsyncParams(StalenessOptions):
     """Options of FedAsync: every arriving model is mixed into the global one at once.
 
     x_t = (1 − α_t)·x_{t−1} + α_t·x_new with α_t = α·s(t − τ) (Xie et al. 2019, Algorithm 1). The paper
-    explores several α and staleness functions; the defaults here are one such setting [A].
+    explores several α and staleness functions; the defaults here are one such setting [A]: the
+    polynomial s with a = 0.5, b = 4 (:class:`StalenessOptions`; the old keys ``a`` and ``b`` still work).
     """
 
+    staleness: str = staleness_option("polynomial")
     alpha: float = option(0.6, gt=0, le=1, doc="mixing hyperparameter α ∈ (0, 1] [P]; value [A]")
-    staleness: str = option(
-        "polynomial",
-        choices=("constant", "polynomial", "hinge"),
-        doc="s(t−τ): constant 1, polynomial (t−τ+1)^(−a), hinge 1 / (a(t−τ−b)+1) past b [P]",
-    )
-    a: float = option(0.5, ge=0, doc="a of the polynomial / hinge staleness function [P]; value [A]")
-    b: int = option(4, ge=0, doc="b of the hinge: updates at most b versions old get s = 1 [P]; value [A]")
     rho: float = option(
         0.0, ge=0, doc="ρ of the local objective f(x) + ρ/2·‖x − x_τ‖² [P]; 0 = plain local SGD [A]"
     )

@@ -21,7 +21,8 @@ class FedAsyncServer(FLServer):
 
     def _receive(self, arrival: Arrival) -> None:
         """Mix w_k in with α_t from its staleness t − τ (global versions since its base was sent)."""
-        alpha_t = mixing_weight(self.p.alpha, self.p.staleness, arrival.staleness, self.p.a, self.p.b)
+        p = self.p
+        alpha_t = mixing_weight(p.alpha, p.staleness, arrival.staleness, p.staleness_a, p.staleness_b)
         self.alpha_sum += alpha_t
         self._commit(mix_models(self.global_weights, arrival.weights, alpha_t))
 

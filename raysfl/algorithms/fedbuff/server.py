@@ -6,12 +6,12 @@ from typing import Any
 
 from raysfl.algorithms.common.aggregate import weighted_average
 from raysfl.algorithms.common.fl_server import Arrival, FLServer, add_scaled, staleness_weight
+from raysfl.algorithms.common.staleness import canonical_staleness
 
 
 def buffered_coefficient(server_lr: float, kind: str, staleness: int, a: float, b: float, size: int) -> float:
     """η_g·s(τ)/K_buf: the weight of one buffered Δ_i in w ← w + η_g·(1/K_buf)·Σ s(τ_i)·Δ_i."""
-    s = staleness_weight("constant" if kind == "none" else kind, staleness, a, b)
-    return server_lr * s / size
+    return server_lr * staleness_weight(canonical_staleness(kind), staleness, a, b) / size
 
 
 class FedBuffServer(FLServer):

@@ -12,6 +12,12 @@ class GASParams:
     """Options of GAS (Yang & Liu, "Generative Activation-Aided Asynchronous Split FL").
 
     Defaults follow the paper [P]; the reference code's behaviour [C] is one option away.
+
+    ``weighting``, ``weight_a`` and ``weight_b`` are deliberately not the shared staleness group of
+    FedAsync and FedBuff (:class:`raysfl.algorithms.common.staleness.StalenessOptions`): that s(τ)
+    *decreases* with an update's staleness τ to damp old models, while GAS's s(n) (§5, eqs. (11)-(12))
+    *increases* with the progress n at which activation statistics were recorded, so fresher statistics
+    count more. Different functions, argument and direction; they share only the letter s.
     """
 
     q_s: int = option(
