@@ -18,7 +18,7 @@ endif
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml constraints-cpu.txt
+$(VENV)/.installed: pyproject.toml setup.py constraints-cpu.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -c constraints-cpu.txt $(PIP_TORCH) -e ".[test]"
 	touch $@
