@@ -2,6 +2,8 @@
 
 Commands:
     raysfl list [WHAT]                              scenarios, datasets, models, algorithms, device profiles
+    raysfl list algorithms NAME...                  these methods with their options (a built-in or
+                                                    entry-point name, or an import path module:SPEC)
     raysfl validate SCENARIO [key=value ...]        check a scenario and print its resolved form
     raysfl describe model NAME [--split S]          parameters, FLOPs, activation size of a split model
     raysfl describe devices SCENARIO [key=value]    the device table the scenario draws
@@ -71,6 +73,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     from raysfl.system.config import ComputeConfig, LinkConfig
 
     what = args.what
+    if args.names:
+        if what != "algorithms":
+            raise UsageError(f"list {what}: takes no names (only `raysfl list algorithms NAME...` does)")
+        _list_named_methods(args.names)
+        return 0
     if what in ("all", "scenarios"):
         print("scenarios:")
         for path in _scenario_files():
@@ -100,6 +107,30 @@ def cmd_list(args: argparse.Namespace) -> int:
             kind = next(f for f in dataclasses.fields(cls) if f.name == "kind")
             print(f"  {section}: {', '.join(option_meta(kind).choices or ())}")
     return 0
+
+
+def _list_named_methods(names: Sequence[str]) -> None:
+    """Each named method (built in, entry point or import path) as ``list algorithms`` shows it, with options.
+
+    A name that names no method raises :class:`UsageError` (one line, naming it) before anything is printed.
+    """
+    from raysfl.config import describe_options
+    from raysfl.methods import UnknownAlgorithmError, resolve
+
+    specs = []
+    for name in names:
+        try:
+            specs.append((name, resolve(name)))
+        except UnknownAlgorithmError as err:
+            why = "; ".join(p.removeprefix("algorithm.name: ") for p in err.problems)
+            raise UsageError(f"list algorithms: {why}") from None
+    print("algorithms:")
+    for name, spec in specs:
+        found = "" if name == spec.name else f"; {name}"
+        print(f"  {spec.name:<14} [{spec.family}] {spec.description} ({spec.source}{found})")
+        print(f"    options ([algorithm.params], {spec.params.__name__}):")
+        for line in describe_options(spec.params):
+            print(f"      {line}")
 
 
 def _list_plugins() -> None:
@@ -432,6 +463,13 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="?",
         default="all",
         choices=("all", "scenarios", "datasets", "models", "algorithms", "devices"),
+    )
+    p.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="with algorithms: show these methods with their options (a built-in or entry-point name, "
+        "or an import path package.module:SPEC)",
     )
     p.set_defaults(func=cmd_list)
 

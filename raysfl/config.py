@@ -152,6 +152,44 @@ def key_aliases(cls: type) -> dict[str, str]:
     return dict(getattr(cls, _ALIASES, {}))
 
 
+def describe_options(cls: type) -> list[str]:
+    """One line per option of the dataclass ``cls``: key, type, default, allowed values, old keys, doc.
+
+    Example:
+        >>> @dataclasses.dataclass(frozen=True)
+        ... class Link:
+        ...     rate_bps: float = option(1e6, gt=0, doc="fixed rate")
+        >>> describe_options(Link)
+        ['rate_bps: float = 1000000.0 (> 0) — fixed rate']
+    """
+    old_keys: dict[str, list[str]] = {}
+    for old, new in key_aliases(cls).items():
+        old_keys.setdefault(new, []).append(old)
+    hints = typing.get_type_hints(cls)
+    lines = []
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        meta = option_meta(f)
+        if f.default is not dataclasses.MISSING:
+            default = f" = {f.default!r}"
+        elif f.default_factory is not dataclasses.MISSING:
+            default = " (a table)"
+        else:
+            default = " (required)"
+        allowed = []
+        if meta.choices is not None:
+            allowed.append("one of " + ", ".join(repr(c) for c in meta.choices))
+        allowed += [f"{v!r} = {c!r}" for v, c in (meta.synonyms or {}).items()]
+        for bound, word in ((meta.ge, ">="), (meta.gt, ">"), (meta.le, "<="), (meta.lt, "<")):
+            if bound is not None:
+                allowed.append(f"{word} {bound:g}")
+        if f.name in old_keys:
+            allowed.append("old key " + ", ".join(old_keys[f.name]))
+        where = f" ({'; '.join(allowed)})" if allowed else ""
+        doc = f" — {meta.doc}" if meta.doc else ""
+        lines.append(f"{f.name}: {_type_name(hints[f.name])}{default}{where}{doc}")
+    return lines
+
+
 def _type_name(tp: Any) -> str:
     if isinstance(tp, type):
         return tp.__name__

@@ -29,6 +29,39 @@ def test_list_shows_every_registry(capsys):
         assert word in out
 
 
+def test_list_algorithms_shows_a_method_by_import_path_with_its_options(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)  # the example is imported as examples.fedasync_hinge, from the current directory
+    assert main(["list", "algorithms", "examples.fedasync_hinge.method:SPEC", "fedasync"]) == 0
+    out = capsys.readouterr().out
+    assert "fedasync_hinge [fl]" in out and "examples.fedasync_hinge.method:SPEC)" in out
+    assert "options ([algorithm.params], HingeParams):" in out
+    assert "alpha: float = 0.6 (> 0; <= 1) — mixing weight" in out
+    assert "fedasync       [fl]" in out and "staleness_a: float = 0.5 (>= 0; old key a) — " in out
+
+
+@pytest.mark.parametrize(
+    "name, needle",
+    [
+        ("examples.no_such_module:SPEC", "no module named 'examples.no_such_module'"),
+        ("examples.fedasync_hinge.method:NOPE", "has no attribute 'NOPE'"),
+        ("raysfl.config:option", "names a function, not a raysfl.api.AlgorithmSpec"),
+        ("fedasyncc", "is not a known method (did you mean 'fedasync'?)"),
+    ],
+)
+def test_list_algorithms_with_a_bad_name_exits_2_with_one_line_naming_it(capsys, monkeypatch, name, needle):
+    monkeypatch.chdir(ROOT)
+    assert main(["list", "algorithms", "fedbuff", name]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing listed: the names are checked first
+    (line,) = captured.err.splitlines()
+    assert line.startswith(f"raysfl: list algorithms: {name!r}") and needle in line
+
+
+def test_list_takes_names_only_for_algorithms(capsys):
+    assert main(["list", "models", "alexnet"]) == 2
+    assert "list models: takes no names" in capsys.readouterr().err
+
+
 def test_describe_model_shows_the_spec_counts(capsys):
     assert main(["describe", "model", "alexnet", "--split", "L2"]) == 0
     out = capsys.readouterr().out

@@ -44,7 +44,7 @@ def staleness_option(default: str) -> Any:
         default,
         choices=STALENESS_FUNCTIONS,
         synonyms=STALENESS_SYNONYMS,
-        doc="s(τ) weighting an update τ versions old: constant 1 ('none' too), polynomial (τ+1)^(−a), "
+        doc="s(τ) weighting an update τ versions old: constant 1, polynomial (τ+1)^(−a), "
         "hinge 1 / (a(τ−b)+1) past b [P] Xie et al. 2019 §5.2",
     )
 
