@@ -1,0 +1,115 @@
+"""The raysfl side of the FedAvg peer benchmark: ``raysfl run`` of the peer scenario, timed like the peers.
+
+Runs ``scenarios/bench/fedavg_peer.toml`` (with the given ``key=value`` overrides) on Ray exactly as
+``raysfl run SCENARIO key=value ... --out DIR`` does (``raysfl.engine.runner.run`` on an embedded local
+Ray, stopped at the end), writing the run's outputs to a temporary folder (or ``--out``), and adds the
+timings raysfl does not report itself (see ``fedavg_work``):
+
+* the first round's start: the start of the first ``ClientPool.call`` task (the first client job) in Ray's
+  task timeline (``ray.timeline()``), read before Ray stops;
+* the last evaluation's end: when the driver receives the final evaluation (the last report of the run,
+  fetched by the coordinator's final drain right when it is done).
+
+raysfl issues the initial evaluation and round 1's jobs together, so its start-up does not wait for the
+round-0 evaluation (the server evaluates while the pools train); Flower evaluates first.
+
+Usage (prints a one-row markdown table):
+    python benchmarks/peers/raysfl_fedavg.py [key=value ...] [--data-dir DIR] [--out DIR] [--result FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import fedavg_work as fw
+
+POOL_TASK = "task::ClientPool.call"
+
+
+class _LastEval:
+    """A raysfl sink that notes the wall time at which each evaluation reaches the driver."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[float, dict[str, Any]]] = []
+
+    def on_event(self, row: dict[str, Any]) -> None:
+        """Event rows are not needed."""
+
+    def on_eval(self, row: dict[str, Any]) -> None:
+        """Remember when this evaluation arrived."""
+        self.rows.append((time.time(), row))
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
+def first_pool_task_start(events: list[dict[str, Any]]) -> float | None:
+    """Wall time (s) when the first ``ClientPool.call`` task started, from ``ray.timeline()`` events."""
+    starts = [float(e["ts"]) / 1e6 for e in events if e.get("cat") == POOL_TASK and "ts" in e]
+    return min(starts) if starts else None
+
+
+def run(
+    overrides: Sequence[str] = (),
+    scenario: str | None = None,
+    data_dir: str | None = None,
+    out: str | None = None,
+) -> dict[str, Any]:
+    """Run the peer scenario with raysfl on Ray; returns the result row (:func:`fedavg_work.result`)."""
+    import ray
+
+    from raysfl.engine import cluster
+    from raysfl.engine.runner import run as raysfl_run
+
+    sc = fw.load(scenario, overrides)
+    sink = _LastEval()
+    waited = 0.0
+    with tempfile.TemporaryDirectory(prefix="raysfl-peer-") as tmp:
+        try:
+            summary = raysfl_run(
+                sc,
+                Path(out) if out else Path(tmp) / sc.name,
+                backend="ray",
+                data_dir=data_dir,
+                extra_sinks=[sink],
+            )
+            w0 = time.time()
+            time.sleep(1.5)  # workers report task events to the GCS about once a second
+            first = first_pool_task_start(ray.timeline()) if ray.is_initialized() else None
+            waited = time.time() - w0  # the benchmark's own wait, taken off the total below
+        finally:
+            cluster.shutdown_ray()
+    if first is None:
+        raise RuntimeError("Ray's task timeline holds no ClientPool.call task; cannot time the first round")
+    last_eval = sink.rows[-1][0] if sink.rows else float("nan")
+    eng = sc.engine
+    return fw.result(
+        f"raysfl (Ray, {eng.pools} pools x {eng.torch_threads} thread)",
+        first,
+        last_eval,
+        summary.get("final_accuracy"),
+        int(summary.get("global_iterations") or sc.train.global_iterations),
+        end=time.time() - waited,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: see the module docstring."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    fw.add_arguments(parser)
+    parser.add_argument(
+        "--out", default=None, help="keep the run's outputs here (default: a temporary folder)"
+    )
+    args = parser.parse_args(argv)
+    row = run(args.overrides, args.scenario, args.data_dir, args.out)
+    fw.report(row, args.result)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
