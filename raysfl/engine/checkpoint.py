@@ -19,7 +19,9 @@ The checkpoint taken at the event that stopped the run records that, so resuming
 nothing. It also stores the resolved scenario and its fingerprint, so
 ``raysfl run --resume RUN_DIR`` needs no scenario file and a checkpoint of another scenario is refused.
 The fingerprint leaves out the ``engine`` and ``metrics`` sections: those do not change results, so a
-run may resume on another number of pools or with TensorBoard switched off.
+run may resume on another number of pools or with TensorBoard switched off. A scenario stored before an
+option was renamed (an old key kept by ``config.aliases``, an old value spelling kept by ``synonyms``)
+is read again by today's schema before it is called another scenario (:func:`same_scenario`).
 """
 
 from __future__ import annotations
@@ -56,6 +58,35 @@ def fingerprint(scenario_doc: dict[str, Any]) -> str:
     """SHA-256 of the resolved scenario without the sections that do not change results."""
     doc = {k: v for k, v in scenario_doc.items() if k not in NOT_RESULT_SECTIONS}
     return hashlib.sha256(dumps_toml(doc).encode()).hexdigest()
+
+
+def current_form(scenario_doc: dict[str, Any]) -> dict[str, Any] | None:
+    """A stored resolved scenario as the current schema resolves it, or ``None`` if it no longer loads.
+
+    A scenario written before an option was renamed stores the old key or value spelling (FedAsync's
+    ``a``, FedBuff's ``"none"``); loaded again, it resolves to what the same scenario resolves to now.
+    """
+    from raysfl.config import ConfigError
+    from raysfl.engine.runner import _finite
+    from raysfl.scenario import scenario_from_dict, scenario_to_dict
+
+    try:
+        return _finite(scenario_to_dict(scenario_from_dict(scenario_doc)))
+    except (ConfigError, ValueError):
+        return None
+
+
+def same_scenario(stored: dict[str, Any], scenario_doc: dict[str, Any]) -> bool:
+    """Whether a stored resolved scenario and ``scenario_doc`` give the same results.
+
+    Equal fingerprints, or, for a scenario stored by an older schema, equal fingerprints once the stored
+    one is resolved again (:func:`current_form`).
+    """
+    target = fingerprint(scenario_doc)
+    if fingerprint(stored) == target:
+        return True
+    now = current_form(stored)
+    return now is not None and fingerprint(now) == target
 
 
 def _flatten(doc: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -180,7 +211,7 @@ def finished_summary(run_dir: Path) -> dict[str, Any] | None:
 
 def check_same_scenario(ck: dict[str, Any], scenario_doc: dict[str, Any], where: str) -> None:
     """Refuse to resume ``ck`` with a scenario whose result-relevant fields differ."""
-    if ck["fingerprint"] == fingerprint(scenario_doc):
+    if ck["fingerprint"] == fingerprint(scenario_doc) or same_scenario(ck["scenario"], scenario_doc):
         return
     diff = differences(ck["scenario"], scenario_doc)
     shown = "; ".join(diff[:6]) + (f"; and {len(diff) - 6} more" if len(diff) > 6 else "")

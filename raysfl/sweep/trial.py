@@ -94,13 +94,13 @@ def trial_state(out: Path, scenario_doc: dict[str, Any]) -> str:
     Raises:
         TrialDirError: ``out`` holds a finished run or checkpoints of another scenario.
     """
-    from raysfl.engine.checkpoint import checkpoint_files, differences, fingerprint
+    from raysfl.engine.checkpoint import checkpoint_files, differences, same_scenario
 
     if not out.exists():
         return "new"
     stored = _stored_scenario(out)
     has_results = (out / "summary.json").is_file() or checkpoint_files(out / "checkpoints")
-    if stored is not None and has_results and fingerprint(stored) != fingerprint(scenario_doc):
+    if stored is not None and has_results and not same_scenario(stored, scenario_doc):
         diff = "; ".join(differences(stored, scenario_doc)[:4])
         raise TrialDirError(
             f"{out} holds a run of another scenario ({diff}); nothing was changed in it. Use another --out "
