@@ -159,8 +159,9 @@ class ServerHost:
         setup = owned_setup(setup)
         # Arrays from Ray's object store are read-only and torch wants tensors it may write: copy once
         # here (the test set, at start-up), which also keeps torch's warning out of the user's terminal.
-        x = transform.test(torch.from_numpy(np.array(test_x, copy=True)))
-        y = torch.from_numpy(np.array(test_y, dtype=np.int64, copy=True))
+        # The transformed test set goes to the server's device once, so evaluations copy nothing.
+        x = transform.test(torch.from_numpy(np.array(test_x, copy=True))).to(device)
+        y = torch.from_numpy(np.array(test_y, dtype=np.int64, copy=True)).to(device)
         seed = torch_seed(setup.scenario.seed, "server")
         spec = setup_spec(setup)
         self.logic: ServerLogic = check_logic(

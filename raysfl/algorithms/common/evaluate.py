@@ -22,24 +22,30 @@ def evaluate_split_aux(
     """Top-1 accuracy and mean cross-entropy of ``server(client(x))``, and the accuracy of ``aux(client(x))``.
 
     The one test loop of every split model. ``test_x`` is already transformed (normalised, test crop);
-    batching does not change the result. The auxiliary accuracy is ``None`` without an ``aux`` head.
+    batching does not change the result. The server host puts the test set on the server's device once
+    (``ServerHost``), and the sums stay there until the end: one device read per evaluation. The
+    auxiliary accuracy is ``None`` without an ``aux`` head.
     """
     for m in (client, server, aux):
         if m is not None:
             m.eval()
-    correct, aux_correct, loss_sum = 0, 0, 0.0
+    # running sums on the device: no device read per batch; float64 adds the per-batch float32 sums
+    # exactly as Python floats would
+    correct = torch.zeros((), dtype=torch.int64, device=device)
+    aux_correct = torch.zeros((), dtype=torch.int64, device=device)
+    loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     for start in range(0, len(test_y), batch_size):
-        x = test_x[start : start + batch_size].to(device)
+        x = test_x[start : start + batch_size].to(device)  # no copy when the test set is there already
         y = test_y[start : start + batch_size].to(device)
         with profiling.section("eval.forward", len(y)):
             feats = client(x)
             logits = server(feats)
-        loss_sum += float(F.cross_entropy(logits, y, reduction="sum"))
-        correct += int((logits.argmax(1) == y).sum())
+        loss_sum += F.cross_entropy(logits, y, reduction="sum").to(torch.float64)
+        correct += (logits.argmax(1) == y).sum()
         if aux is not None:
-            aux_correct += int((aux(feats).argmax(1) == y).sum())
+            aux_correct += (aux(feats).argmax(1) == y).sum()
     n = max(len(test_y), 1)
-    return correct / n, loss_sum / n, (aux_correct / n if aux is not None else None)
+    return int(correct) / n, float(loss_sum) / n, (int(aux_correct) / n if aux is not None else None)
 
 
 def evaluate_split(

@@ -38,6 +38,7 @@ from torch import nn
 
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.aggregate import weighted_average
+from raysfl.algorithms.common.device import loss_zero
 from raysfl.algorithms.common.evaluate import evaluate_split_aux
 from raysfl.algorithms.common.fsl_accounting import GIB, tensor_bytes, tensor_numel
 from raysfl.algorithms.common.fsl_round import FSLRules, normal_init, seeded
@@ -108,7 +109,7 @@ class FSLServer:
         self.rounds_started = 0
         self.storage_peak = 0
         self.storage_server_peak = 0
-        self.train_loss_sum = 0.0
+        self.train_loss_sum = loss_zero(self.device)
         self.train_loss_count = 0
         self._track_storage()
 
@@ -163,7 +164,7 @@ class FSLServer:
         clip(copy.params.values(), self.clip_norm)
         copy.optimizer.step()
         self.server_steps += 1
-        self.train_loss_sum += float(loss.detach())
+        self.train_loss_sum += loss.detach().to(torch.float64)  # on the device: no sync per step
         self.train_loss_count += 1
         if self.rules.local_loss:
             return None
@@ -209,8 +210,8 @@ class FSLServer:
         up = b["smashed"] + b["labels"] + b["models_up"]
         down = b["gradients"] + b["models_down"]
         load = b["smashed"] + b["gradients"] + b["models_up"] + b["models_down"]
-        mean_train = self.train_loss_sum / max(self.train_loss_count, 1)
-        self.train_loss_sum, self.train_loss_count = 0.0, 0
+        mean_train = float(self.train_loss_sum) / max(self.train_loss_count, 1)
+        self.train_loss_sum, self.train_loss_count = loss_zero(self.device), 0
         out: dict[str, Any] = {
             "accuracy": acc,
             "loss": loss,
@@ -240,10 +241,10 @@ class FSLServer:
         return float(num_samples) if self.rules.aggregation == "data-size" else 1.0
 
     def _new_copy(self, state: dict[str, torch.Tensor]) -> ServerCopy:
-        params = {
-            n: state[n].detach().clone().to(self.device).requires_grad_(True) for n in self._param_names
+        params = {  # one copy, made on the device
+            n: state[n].detach().to(self.device, copy=True).requires_grad_(True) for n in self._param_names
         }
-        buffers = {n: state[n].detach().clone().to(self.device) for n in state if n not in params}
+        buffers = {n: state[n].detach().to(self.device, copy=True) for n in state if n not in params}
         return ServerCopy(params, buffers, make_optimizer(list(params.values()), self.train))
 
     def _eval_server_state(self) -> dict[str, torch.Tensor]:

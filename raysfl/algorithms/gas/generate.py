@@ -63,6 +63,11 @@ class GaussianSampler:
     A factor is recomputed only when its label's statistics changed since the last factorisation. When
     Σ + ridge·I is not positive definite, ε·I is added with ε = 1e-6, ×10 per retry, as the reference
     code does [C] (up to ``max_tries``).
+
+    Everything is drawn where the statistics live (``stats.device``, the server's): the factors, the
+    standard-normal draws (from a generator on that device) and the generated activations and labels.
+    The counts per label are read on the CPU; the only device read is the success flag of a new
+    factorisation (one per label whose statistics changed).
     """
 
     def __init__(self, stats: LabelGaussians, ridge: float, max_tries: int = 12) -> None:
@@ -87,7 +92,7 @@ class GaussianSampler:
         return out
 
     def _cholesky(self, cov: torch.Tensor) -> torch.Tensor:
-        eye = torch.eye(cov.shape[0], dtype=cov.dtype)
+        eye = torch.eye(cov.shape[0], dtype=cov.dtype, device=cov.device)
         jitter = 0.0
         for attempt in range(self.max_tries):
             L, info = torch.linalg.cholesky_ex(cov + (self.ridge + jitter) * eye)
@@ -100,21 +105,24 @@ class GaussianSampler:
         )
 
     def sample(self, counts: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """Sample ``counts[y]`` activations of each label y; returns (Â (B̂, d) float32, Ŷ (B̂,)), by label."""
+        """Sample ``counts[y]`` activations of each label y; returns (Â (B̂, d) float32, Ŷ (B̂,)), by label.
+
+        ``counts`` is a CPU tensor; ``gen`` a generator on the statistics' device, where the results are.
+        """
+        device = self.stats.cov.device
         chunks, labels = [], []
-        for y in range(len(counts)):
-            k = int(counts[y])
+        for y, k in enumerate(counts.tolist()):
             if k == 0:
                 continue
             mu = self.stats.mean[y].to(self.stats.cov.dtype)
-            z = torch.randn(k, mu.shape[0], generator=gen, dtype=mu.dtype)
+            z = torch.randn(k, mu.shape[0], generator=gen, dtype=mu.dtype, device=device)
             f = self.factor(y)
             noise = z * f if f.dim() == 1 else z @ f.T
             chunks.append((mu + noise).to(torch.float32))
-            labels.append(torch.full((k,), y, dtype=torch.int64))
+            labels.append(torch.full((k,), y, dtype=torch.int64, device=device))
         if not chunks:
             d = self.stats.dim
-            return torch.zeros(0, d), torch.zeros(0, dtype=torch.int64)
+            return torch.zeros(0, d, device=device), torch.zeros(0, dtype=torch.int64, device=device)
         return torch.cat(chunks), torch.cat(labels)
 
 

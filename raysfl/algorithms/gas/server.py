@@ -1,6 +1,13 @@
 """GAS server logic (Algorithm 1): activation buffer, statistics, generation, server update, model buffer.
 
-Runs inside the server actor; calls arrive in virtual-time order. Contract:
+Runs inside the server actor; calls arrive in virtual-time order. Device placement (a GPU server): the
+models, the buffered activations and their labels, the statistics' means and covariances, the Cholesky
+factors and the generated activations live on ``device``; each received tensor is moved there once. Labels,
+activation weights, statistic weights and version counters are also kept on the CPU, where every
+data-dependent decision (flush, merge, how many to generate) is taken, so a call reads nothing back from
+the device except the gradient it returns (and, per new factorisation, its success flag).
+
+Contract:
     ``on_activations(client, batch, version, e) -> G_k``   steps ② ③ ④ (eqs. (4)-(7))
     ``on_client_model(client, weights, n_k) -> w_c``       step ⑥ (eqs. (9)-(10)); returns the current
                                                           client-side model for the next selected client
@@ -19,6 +26,7 @@ import torch.nn.functional as F
 from raysfl import profiling
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.aggregate import weighted_average
+from raysfl.algorithms.common.device import device_generator, loss_zero
 from raysfl.algorithms.common.evaluate import evaluate_split
 from raysfl.algorithms.common.optim import clip, make_optimizer
 from raysfl.algorithms.gas.generate import GaussianSampler, generation_counts, log_prior, staleness_weight
@@ -45,10 +53,11 @@ class GASServer:
         self.p: GASParams = setup.params
         self.train = setup.scenario.train
         self.device = torch.device(device)
+        # w_c stays on the host (it goes to the pools); copied before the module moves to the device
+        self.global_client = {k: v.detach().cpu().clone() for k, v in client_model.state_dict().items()}
         self.client_model = client_model.to(self.device)
         self.server_model = server_model.to(self.device)
         self.optimizer = make_optimizer(self.server_model.parameters(), self.train)
-        self.global_client = {k: v.detach().cpu().clone() for k, v in client_model.state_dict().items()}
         self.test_x, self.test_y = test_x, test_y
         self.act_shape: tuple[int, ...] = ()
         self.stats: LabelGaussians | None = None
@@ -56,13 +65,14 @@ class GASServer:
         self.log_priors = torch.stack(
             [log_prior(torch.as_tensor(h), self.p.la_tau) for h in np.asarray(setup.label_hist)]
         ).to(self.device)
-        self.gen = torch.Generator().manual_seed(seed)
-        self.buffer: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        self.gen = device_generator(self.device, seed)  # draws the generated activations on the device
+        # (activations, labels) on the device, (weights, labels) on the CPU, per arrival
+        self.buffer: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = []
         self.model_buffer: list[tuple[dict[str, torch.Tensor], float]] = []
         self.server_updates = 0
         self.aggregations = 0
         self.generated_total = 0
-        self.train_loss_sum = 0.0
+        self.train_loss_sum = loss_zero(self.device)  # float64 on the device: summed without a sync per step
         self.train_loss_count = 0
         self._progress_total = 1  # code-mode counters (specs/gas.md §10.6)
         self._progress_totals = [1]  # the count after each aggregation: index = model version
@@ -71,19 +81,20 @@ class GASServer:
     # --- step ② ③ ④ -------------------------------------------------------------------------------
     def on_activations(self, client: int, batch: Batch, version: int, e: int) -> torch.Tensor:
         """Store A_k (eq. (4)), update the statistics, maybe update w_s (eq. (5)); return G_k (eq. (7))."""
-        acts, labels = batch[0].to(self.device), batch[1].to(self.device)
+        labels_cpu = batch[1].cpu()  # the pools send CPU tensors: no copy
+        acts, labels = batch[0].to(self.device), labels_cpu.to(self.device)
         self._ensure_stats(acts)
         weight = staleness_weight(
             self._progress(client, version, e), self.p.weighting, self.p.weight_a, self.p.weight_b
         )
-        weights = torch.full((len(labels),), float(weight), dtype=torch.float64)
+        weights = torch.full((len(labels_cpu),), float(weight), dtype=torch.float64)  # CPU
         if self.p.server_update == "before-gradient":
-            self._store(acts, labels, weights)
+            self._store(acts, labels, weights, labels_cpu)
             grads = self._client_gradient(client, acts, labels)
         else:
             grads = self._client_gradient(client, acts, labels)
-            self._store(acts, labels, weights)
-        return grads.cpu()
+            self._store(acts, labels, weights, labels_cpu)
+        return grads.cpu()  # the one host copy of the call: G_k goes back to the pool
 
     def _progress(self, client: int, version: int, e: int) -> int:
         """n(A): tE + e with t the model version the client trains [P], or the code's counters [C].
@@ -108,16 +119,18 @@ class GASServer:
             self.act_shape = tuple(acts.shape[1:])
             dim = int(np.prod(self.act_shape))
             dtype = torch.float32 if self.p.covariance == "full" else torch.float64
-            self.stats = LabelGaussians(self.setup.num_classes, dim, self.p.covariance, dtype)
+            self.stats = LabelGaussians(self.setup.num_classes, dim, self.p.covariance, dtype, self.device)
             ridge = 0.0 if self.p.stats_update == "per-flush" else self.p.ridge
             self.sampler = GaussianSampler(self.stats, ridge)
 
-    def _store(self, acts: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> None:
+    def _store(
+        self, acts: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor, labels_cpu: torch.Tensor
+    ) -> None:
         assert self.stats is not None
-        self.buffer.append((acts.detach(), labels, weights))
+        self.buffer.append((acts.detach(), labels, weights, labels_cpu))
         if self.p.generate and self.p.stats_update == "per-activation":
             with profiling.section("server.stats"):
-                self.stats.update(acts.cpu(), labels.cpu(), weights)
+                self.stats.update(acts, labels_cpu, weights)
         if len(self.buffer) >= self.p.q_s:
             self._server_update()
 
@@ -138,29 +151,30 @@ class GASServer:
         assert self.stats is not None and self.sampler is not None
         real_x = torch.cat([b[0] for b in self.buffer])
         real_y = torch.cat([b[1] for b in self.buffer])
+        real_y_cpu = torch.cat([b[3] for b in self.buffer])
         if self.p.generate and self.p.stats_update == "per-flush":
             # the code's IncrementalStats.update: a label's first batch initialises its statistics as they
             # are; every later merge adds ridge·I (specs/gas.md §10.5) [C]
-            merged = [y for y in torch.unique(real_y).tolist() if self.stats.has(y)]
+            merged = [y for y in torch.unique(real_y_cpu).tolist() if self.stats.has(y)]
             weights = torch.cat([b[2] for b in self.buffer])
             with profiling.section("server.stats"):
-                self.stats.update(real_x.cpu(), real_y.cpu(), weights)
+                self.stats.update(real_x, real_y_cpu, weights)
                 self.stats.add_ridge(merged, self.p.ridge)
         xs, ys = [real_x], [real_y]
         available = self.stats.weight > 0
         gated = self.p.generation_gate == "all-labels" and not bool(available.all())
         if self.p.generate and not gated:  # the code generates only once all labels have statistics [C]
             counts = generation_counts(
-                torch.bincount(real_y.cpu(), minlength=self.setup.num_classes),
+                torch.bincount(real_y_cpu, minlength=self.setup.num_classes),
                 available,
                 self.p.generation,
                 self.train.batch_size,
             )
             with profiling.section("server.sample"):
                 gen_x, gen_y = self.sampler.sample(counts, self.gen)
-            if len(gen_y):
-                xs.append(gen_x.reshape(-1, *self.act_shape).to(self.device))
-                ys.append(gen_y.to(self.device))
+            if len(gen_y):  # drawn on the device already
+                xs.append(gen_x.reshape(-1, *self.act_shape))
+                ys.append(gen_y)
                 self.generated_total += len(gen_y)
         x, y = torch.cat(xs), torch.cat(ys)
         with profiling.section("server.update", len(y)):
@@ -170,7 +184,7 @@ class GASServer:
             loss.backward()
             clip(self.server_model.parameters(), self.train.clip_grad_norm)
             self.optimizer.step()
-        self.train_loss_sum += float(loss.detach())
+        self.train_loss_sum += loss.detach().to(torch.float64)
         self.train_loss_count += 1
         self.server_updates += 1
         self.buffer.clear()
@@ -206,8 +220,8 @@ class GASServer:
             self.train.eval_batch_size,
             self.device,
         )
-        mean_train = self.train_loss_sum / max(self.train_loss_count, 1)
-        self.train_loss_sum, self.train_loss_count = 0.0, 0
+        mean_train = float(self.train_loss_sum) / max(self.train_loss_count, 1)
+        self.train_loss_sum, self.train_loss_count = loss_zero(self.device), 0
         return {
             "accuracy": acc,
             "loss": loss,

@@ -26,12 +26,18 @@ class LabelGaussians:
     ``dtype`` float64 makes the incremental rule match the direct weighted formulas to ~1e-12; float32
     halves the memory of full covariances (M·d² numbers: 0.4 GB for d = 3136, M = 10).
     ``covariance="diagonal"`` keeps only the variances (d numbers instead of d² per label).
+
+    Placement: the means and covariances (the large part) live on ``device``, the server's; the weights S_y
+    and the version counters (M numbers each) stay on the CPU with the labels and the activation weights
+    passed to :meth:`update`, so every decision that depends on them (which labels to merge, which factors
+    are stale, how many activations to generate) is taken without reading the device.
     """
 
     num_labels: int
     dim: int
     covariance: str = "full"
     dtype: torch.dtype = torch.float64
+    device: torch.device | str = "cpu"
     weight: torch.Tensor = field(init=False)  # S_y, shape (M,)
     mean: torch.Tensor = field(init=False)  # μ_y, shape (M, d)
     cov: torch.Tensor = field(init=False)  # Σ_y, shape (M, d, d) or (M, d) for diagonal
@@ -41,10 +47,11 @@ class LabelGaussians:
         if self.covariance not in ("full", "diagonal"):
             raise ValueError(f"covariance must be 'full' or 'diagonal', got {self.covariance!r}")
         m, d = self.num_labels, self.dim
+        self.device = torch.device(self.device)
         self.weight = torch.zeros(m, dtype=torch.float64)
-        self.mean = torch.zeros(m, d, dtype=torch.float64)
+        self.mean = torch.zeros(m, d, dtype=torch.float64, device=self.device)
         shape = (m, d, d) if self.covariance == "full" else (m, d)
-        self.cov = torch.zeros(shape, dtype=self.dtype)
+        self.cov = torch.zeros(shape, dtype=self.dtype, device=self.device)
         self.version = torch.zeros(m, dtype=torch.int64)
 
     def has(self, label: int) -> bool:
@@ -55,16 +62,25 @@ class LabelGaussians:
         """Merge activations (N, d), their labels (N,) and per-activation weights s(n(A)) (N,).
 
         Implements eqs. (11)-(12) exactly, grouped by label (activations of one label are merged as one
-        weighted group, which is algebraically identical to the per-activation recursion).
+        weighted group, which is algebraically identical to the per-activation recursion). ``acts`` is on
+        :attr:`device`; ``labels`` and ``weights`` are read on the CPU (they are moved there if they are
+        not, which a GPU server avoids by passing the CPU copies it keeps).
         """
         x = acts.detach().reshape(acts.shape[0], -1).to(self.dtype)
-        w = weights.detach().to(self.dtype)
+        labels = labels.cpu()
+        w_cpu = weights.detach().cpu().to(self.dtype)
+        w = w_cpu.to(x.device)
         for y in torch.unique(labels).tolist():
-            sel = labels == y
-            self._merge(int(y), x[sel], w[sel])
+            rows = torch.nonzero(labels == y).squeeze(1)
+            self._merge(
+                int(y),
+                x.index_select(0, rows.to(x.device)),
+                w.index_select(0, rows.to(x.device)),
+                w_cpu.index_select(0, rows).sum(),
+            )
 
-    def _merge(self, y: int, x: torch.Tensor, w: torch.Tensor) -> None:
-        wb = w.sum()
+    def _merge(self, y: int, x: torch.Tensor, w: torch.Tensor, wb: torch.Tensor) -> None:
+        """Merge label ``y``'s group: activations ``x`` and weights ``w`` (device), ``wb = w.sum()`` (CPU)."""
         if wb <= 0:
             return
         mb = (w[:, None] * x).sum(0) / wb

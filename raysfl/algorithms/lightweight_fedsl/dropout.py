@@ -67,12 +67,20 @@ def drop(acts: torch.Tensor, mask: np.ndarray, p: float) -> torch.Tensor:
 
 def restore(values: torch.Tensor, mask: np.ndarray) -> torch.Tensor:
     """Ã: the received values put back at the kept positions, zeros elsewhere (server side)."""
-    keep = torch.from_numpy(mask).to(values.device)
-    out = torch.zeros(keep.shape, dtype=values.dtype, device=values.device)
-    out[keep] = values
+    out = torch.zeros(mask.shape, dtype=values.dtype, device=values.device)
+    out.view(-1)[_kept(mask, values.device)] = values.reshape(-1)  # = out[mask] = values, no device read
     return out
 
 
 def gather(full: torch.Tensor, mask: np.ndarray) -> torch.Tensor:
     """The downlink vector ∂F/∂Ã at the kept positions (the client knows the mask; spec §2.3)."""
-    return full[torch.from_numpy(mask).to(full.device)].contiguous()
+    return full.reshape(-1)[_kept(mask, full.device)].contiguous()  # = full[mask], no device read
+
+
+def _kept(mask: np.ndarray, device: torch.device) -> torch.Tensor:
+    """The flat positions of ``mask``'s kept values in row-major order, found on the host, on ``device``.
+
+    Indexing with a boolean mask on a GPU reads the count of kept values back from the device; positions
+    computed from the host-side mask need no such read.
+    """
+    return torch.from_numpy(np.flatnonzero(mask)).to(device)

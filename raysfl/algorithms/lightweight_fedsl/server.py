@@ -31,6 +31,7 @@ import torch.nn.functional as F
 
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.aggregate import weighted_average
+from raysfl.algorithms.common.device import loss_zero
 from raysfl.algorithms.common.evaluate import evaluate_split
 from raysfl.algorithms.common.fsl_accounting import tensor_bytes
 from raysfl.algorithms.lightweight_fedsl.dropout import dropout_mask, gather, restore
@@ -71,7 +72,7 @@ class FedSLServer:
         self.bytes = {"smashed": 0, "labels": 0, "mask": 0, "gradients": 0, "models_up": 0, "models_down": 0}
         self.server_steps = 0
         self.aggregations = 0
-        self.train_loss_sum = 0.0
+        self.train_loss_sum = loss_zero(self.device)
         self.train_loss_count = 0
 
     # --- one round --------------------------------------------------------------------------------------
@@ -99,12 +100,12 @@ class FedSLServer:
             parts = torch.split(logits, [len(y) for y in labels])
             loss = sum(F.cross_entropy(z, y) for z, y in zip(parts, labels, strict=True)) / n
             loss.backward()
-            self._record(float(loss.detach()))
+            self._record(loss.detach().to(torch.float64))
         else:
             for (_, a, _), y in zip(acts, labels, strict=True):
                 loss = F.cross_entropy(self.server_model(a), y) / n  # the 1/K of eq. (7), accumulated
                 loss.backward()
-                self._record(float(loss.detach()) * n)
+                self._record(loss.detach().to(torch.float64) * n)
         for k, a, mask in acts:
             assert a.grad is not None
             self.pending[k] = gather(a.grad.detach() * n, mask).cpu()  # ∂F_k/∂Ã_k (undo the 1/K)
@@ -147,8 +148,8 @@ class FedSLServer:
             self.device,
         )
         b = self.bytes
-        mean_train = self.train_loss_sum / max(self.train_loss_count, 1)
-        self.train_loss_sum, self.train_loss_count = 0.0, 0
+        mean_train = float(self.train_loss_sum) / max(self.train_loss_count, 1)
+        self.train_loss_sum, self.train_loss_count = loss_zero(self.device), 0
         prunable = [v for k, v in self.global_client.items() if k.endswith("weight") and v.dim() > 1]
         total = sum(v.numel() for v in prunable)
         return {
@@ -168,6 +169,6 @@ class FedSLServer:
             "bytes_down_counted": b["gradients"] + b["models_down"],
         }
 
-    def _record(self, loss: float) -> None:
-        self.train_loss_sum += loss
+    def _record(self, loss: torch.Tensor) -> None:
+        self.train_loss_sum += loss  # float64 on the device: no sync per step
         self.train_loss_count += 1

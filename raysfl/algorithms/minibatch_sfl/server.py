@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from raysfl.algorithms.common.device import loss_zero
 from raysfl.algorithms.common.evaluate import evaluate_split
 from raysfl.algorithms.common.optim import clip, make_optimizer
 from raysfl.algorithms.config import TrainConfig
@@ -82,7 +83,7 @@ class SyncSplitServer:
         self.pending: dict[int, torch.Tensor] = {}
         self.server_updates = 0
         self.rounds = 0
-        self.train_loss_sum = 0.0
+        self.train_loss_sum = loss_zero(self.device)
         self.train_loss_count = 0
 
     # --- round start -------------------------------------------------------------------------------
@@ -190,7 +191,7 @@ class SyncSplitServer:
             (g,) = groups
             loss = self._group_loss([cuts[i] for i in g], [acts[i] for i in g], [labels[i] for i in g])
             self._step(loss)
-            self._record_loss(float(loss.detach()), 1.0)
+            self._record_loss(loss, 1.0)
             return
         params = dict(self.server_params)
         buffers = dict(self.full.named_buffers())
@@ -207,7 +208,7 @@ class SyncSplitServer:
                         self._set_opt_state(p, start_opt[n])
             loss = self._group_loss([cuts[i] for i in g], [acts[i] for i in g], [labels[i] for i in g])
             trained = self._step(loss)
-            self._record_loss(float(loss.detach()), sum(len(labels[i]) for i in g) / total, count=gi == 0)
+            self._record_loss(loss, sum(len(labels[i]) for i in g) / total, count=gi == 0)
             state = {n: p.detach().clone() for n, p in params.items() if n in trained}
             state.update({n: b.clone() for n, b in buffers.items()})
             opt = {n: self._opt_state(params[n]) for n in trained}
@@ -224,8 +225,8 @@ class SyncSplitServer:
                 vals = [r[1][n] for r in results if layer >= r[3]]
                 b.copy_(_mean(vals) if vals else start_b[n])
 
-    def _record_loss(self, loss: float, share: float, count: bool = True) -> None:
-        self.train_loss_sum += loss * share
+    def _record_loss(self, loss: torch.Tensor, share: float, count: bool = True) -> None:
+        self.train_loss_sum += loss.detach().to(torch.float64) * share  # on the device: no sync per step
         self.train_loss_count += int(count)
 
     @staticmethod
@@ -274,8 +275,8 @@ class SyncSplitServer:
         acc, loss = evaluate_split(
             nn.Sequential(), self.full, self.test_x, self.test_y, self.train.eval_batch_size, self.device
         )
-        mean_train = self.train_loss_sum / max(self.train_loss_count, 1)
-        self.train_loss_sum, self.train_loss_count = 0.0, 0
+        mean_train = float(self.train_loss_sum) / max(self.train_loss_count, 1)
+        self.train_loss_sum, self.train_loss_count = loss_zero(self.device), 0
         return {
             "accuracy": acc,
             "loss": loss,
