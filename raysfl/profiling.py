@@ -35,6 +35,7 @@ class Profiler:
     def __init__(self, lane: str) -> None:
         self.lane = lane
         self.t0 = time.perf_counter()
+        self.t0_epoch_s = time.time()  # to match other clocks (Ray's task timeline) to this profile
         self.stats: dict[str, list[float]] = {}  # name -> [calls, inclusive s, exclusive s]
         self.batches: dict[str, dict[int, int]] = {}  # name -> {batch size: calls}
         self._stack: list[list[float]] = []  # open sections: [start, time spent in child sections]
@@ -71,6 +72,7 @@ class Profiler:
         return {
             "lane": self.lane,
             "wall_s": time.perf_counter() - self.t0,
+            "t0_epoch_s": self.t0_epoch_s,
             "outer_s": self.outer_s,
             "sections": {
                 name: {"calls": int(c), "inclusive_s": inc, "exclusive_s": exc}

@@ -178,9 +178,9 @@ class RayDispatcher:
             lanes = [self.server, *self.pools]
             reports = [r for r in ray.get([a.profile.remote("report") for a in lanes]) if r is not None]
             time.sleep(TASK_EVENT_FLUSH_S)  # workers report task events to the GCS about once a second
-            phases = task_phases(ray.timeline())
-            for r in reports:
-                r["ray_phases"] = phases.get(r["worker_id"], {})
+            events = ray.timeline()
+            for r in reports:  # the tasks since the actor started profiling
+                r["ray_phases"] = task_phases(events, r["worker_id"], r["t0_epoch_s"])
             prof.lanes.extend(reports)
 
     def close(self) -> None:
@@ -195,15 +195,22 @@ class RayDispatcher:
 TASK_EVENT_FLUSH_S = 2.0
 
 
-def task_phases(events: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
-    """Per Ray worker id: calls and total seconds of each ``task:*`` phase in a ``ray.timeline()`` trace."""
-    out: dict[str, dict[str, dict[str, float]]] = {}
+def task_phases(
+    events: list[dict[str, Any]], worker_id: str, since_epoch_s: float = 0.0
+) -> dict[str, dict[str, float]]:
+    """Calls and total seconds of each ``task:*`` phase of Ray worker ``worker_id`` in a timeline.
+
+    Only tasks that started at or after ``since_epoch_s`` (Unix seconds) count; ``events`` is what
+    ``ray.timeline()`` returns (times in microseconds).
+    """
+    out: dict[str, dict[str, float]] = {}
     for ev in events:
         cat = str(ev.get("cat", ""))
-        tid = str(ev.get("tid", ""))
-        if not cat.startswith("task:") or not tid.startswith("worker:"):
+        if not cat.startswith("task:") or ev.get("tid") != f"worker:{worker_id}":
             continue
-        row = out.setdefault(tid.removeprefix("worker:"), {}).setdefault(cat, {"calls": 0, "s": 0.0})
+        if float(ev.get("ts", 0.0)) / 1e6 < since_epoch_s:
+            continue
+        row = out.setdefault(cat, {"calls": 0, "s": 0.0})
         row["calls"] += 1
-        row["s"] += float(ev.get("dur", 0.0)) / 1e6  # microseconds
+        row["s"] += float(ev.get("dur", 0.0)) / 1e6
     return out

@@ -86,16 +86,18 @@ def test_nested_sections_keep_exclusive_times_that_add_up():
 
 def test_task_phases_sum_ray_timeline_events_per_worker():
     events = [
-        {"cat": "task:deserialize_arguments", "tid": "worker:w1", "dur": 1500.0},
-        {"cat": "task:execute", "tid": "worker:w1", "dur": 10_000.0},
-        {"cat": "task:execute", "tid": "worker:w1", "dur": 5_000.0},
-        {"cat": "task:store_outputs", "tid": "worker:w2", "dur": 250.0},
-        {"cat": "submit_task", "tid": "driver", "dur": 9.0},
+        {"cat": "task:execute", "tid": "worker:w1", "ts": 1.0e6, "dur": 7_000.0},  # before profiling
+        {"cat": "task:deserialize_arguments", "tid": "worker:w1", "ts": 5.0e6, "dur": 1500.0},
+        {"cat": "task:execute", "tid": "worker:w1", "ts": 5.1e6, "dur": 10_000.0},
+        {"cat": "task:execute", "tid": "worker:w1", "ts": 6.0e6, "dur": 5_000.0},
+        {"cat": "task:store_outputs", "tid": "worker:w2", "ts": 6.0e6, "dur": 250.0},
+        {"cat": "submit_task", "tid": "driver", "ts": 6.0e6, "dur": 9.0},
     ]
-    got = task_phases(events)
-    assert got["w1"]["task:execute"] == {"calls": 2, "s": pytest.approx(0.015)}
-    assert got["w1"]["task:deserialize_arguments"]["s"] == pytest.approx(0.0015)
-    assert set(got) == {"w1", "w2"}
+    got = task_phases(events, "w1", since_epoch_s=2.0)
+    assert got["task:execute"] == {"calls": 2, "s": pytest.approx(0.015)}
+    assert got["task:deserialize_arguments"]["s"] == pytest.approx(0.0015)
+    assert set(got) == {"task:execute", "task:deserialize_arguments"}
+    assert task_phases(events, "w2") == {"task:store_outputs": {"calls": 1, "s": pytest.approx(0.00025)}}
 
 
 def test_an_actor_lane_splits_its_wall_time_into_sections_ray_phases_and_idle(prof_mod):
