@@ -31,9 +31,11 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import fedavg_work as fw
@@ -128,7 +130,7 @@ def make_server_app(sc: Any, data_dir: str | None, timing: dict[str, Any]) -> An
             if server_round not in due:
                 return None
             accuracy, loss = evaluator(arrays.to_torch_state_dict())
-            timing["accuracy"], timing["last_eval_end"] = accuracy, time.time()
+            timing.update(accuracy=accuracy, loss=loss, last_eval_end=time.time())
             return MetricRecord({"accuracy": accuracy, "loss": loss})
 
         strategy = RaysflRounds(fraction_evaluate=0.0)
@@ -149,6 +151,10 @@ def run(
     import ray
     from flwr.simulation import run_simulation
 
+    import raysfl
+
+    if Path(raysfl.__file__).resolve().parents[1] != fw.ROOT:  # the venv's raysfl is another checkout's
+        print(f"flower_fedavg: warning: raysfl comes from {raysfl.__file__}, not {fw.ROOT}", file=sys.stderr)
     os.environ.pop("RAY_ADDRESS", None)  # never join another Ray (a background run's): start our own
     sc = fw.load(scenario, overrides)
     timing: dict[str, Any] = {}
@@ -183,6 +189,7 @@ def run(
         timing["last_eval_end"],
         timing.get("accuracy"),
         sc.train.global_iterations,
+        loss=timing.get("loss"),
     )
 
 

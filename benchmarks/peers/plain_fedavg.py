@@ -37,7 +37,7 @@ def run(
     due = set(fw.evaluated_rounds(sc))
     jobs = [0] * sc.federation.num_clients
     weights = work.initial_weights()
-    accuracy, _ = evaluate(weights)
+    accuracy, loss = evaluate(weights)
     first_start = last_eval = time.time()
     for r, clients in enumerate(fw.round_clients(sc), start=1):
         if r == 1:
@@ -48,7 +48,7 @@ def run(
             jobs[k] += 1
         weights = fw.weighted_average(models, [work.client_size(k) for k in clients])
         if r in due:
-            accuracy, _ = evaluate(weights)
+            accuracy, loss = evaluate(weights)
             last_eval = time.time()
     return fw.result(
         "plain loop (1 process)",
@@ -56,6 +56,7 @@ def run(
         last_eval,
         accuracy,
         sc.train.global_iterations,
+        loss=loss,
         threads=torch.get_num_threads(),
     )
 

@@ -20,6 +20,7 @@ Usage (prints a one-row markdown table):
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from collections.abc import Sequence
@@ -66,6 +67,7 @@ def run(
     from raysfl.engine import cluster
     from raysfl.engine.runner import run as raysfl_run
 
+    os.environ.pop("RAY_ADDRESS", None)  # an embedded Ray of its own, as `raysfl run` without --address
     sc = fw.load(scenario, overrides)
     sink = _LastEval()
     waited = 0.0
@@ -95,6 +97,7 @@ def run(
         summary.get("final_accuracy"),
         int(summary.get("global_iterations") or sc.train.global_iterations),
         end=time.time() - waited,
+        loss=sink.rows[-1][1].get("loss") if sink.rows else None,
     )
 
 
