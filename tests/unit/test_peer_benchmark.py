@@ -165,3 +165,17 @@ def test_raysfl_side_reads_the_first_pool_task_from_rays_timeline(peers):
     ]
     assert side.first_pool_task_start(events) == 2.5
     assert side.first_pool_task_start([]) is None
+
+
+def test_run_all_runs_the_chosen_systems_into_one_table(tmp_path):
+    """The driver launches each system in its own process with RAYSFL_PEER_T0 and prints one table."""
+    import subprocess
+
+    cmd = [sys.executable, str(PEERS / "run_all.py"), *TINY, "train.global_iterations=1", "--only", "plain"]
+    done = subprocess.run([*cmd, "--logs", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 3 and lines[2].startswith("| plain loop (1 process) | ")
+    assert (tmp_path / "plain.json").is_file() and (tmp_path / "plain.log").is_file()
+    bad = subprocess.run([*cmd[:-1], "dask"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "unknown systems ['dask']" in bad.stderr
