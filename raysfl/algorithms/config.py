@@ -31,6 +31,13 @@ class TrainConfig:
     weight_decay: float = option(5e-4, ge=0, doc="L2 weight decay [P] GAS App. E")
     clip_grad_norm: float = option(0.0, ge=0, doc="max gradient norm, 0 = off; GAS code clips at 10 [C]")
     eval_every: int = option(1, ge=1, doc="evaluate every this many global iterations [C] GAS §10.12")
+    eval_every_s: float = option(
+        0.0,
+        ge=0,
+        doc="when > 0, replaces eval_every: evaluate after the first global iteration that ends in each new"
+        " interval of this many emulated seconds (an equal time grid for every method, for time-to-target"
+        " comparisons of methods whose iterations last differently long) [A]; 0 = off",
+    )
     eval_batch_size: int = option(512, ge=1, doc="test-set batch size (does not change results)")
     max_emulated_s: float = option(0.0, ge=0, doc="stop after this much emulated time, 0 = no limit")
 

@@ -56,7 +56,7 @@ from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.batching import batch_size_at
 from raysfl.algorithms.common.fl_client import FLClient
 from raysfl.algorithms.common.fl_server import FLServer
-from raysfl.algorithms.common.schedule import after_update, evaluate, start_log
+from raysfl.algorithms.common.schedule import after_update, eval_slot, evaluate, start_log
 
 
 class FlushingServer(Protocol):
@@ -127,6 +127,10 @@ class FLPolicy:
     """
 
     deferred = False  # train each job when its model is due (a subclass sets it: PORT's urgent requests)
+
+    # grid cell of the latest global iteration for train.eval_every_s (schedule.eval_slot); a class default,
+    # so checkpoints taken before the option existed resume with it
+    eval_cell = 0
 
     def __init__(
         self,
@@ -315,7 +319,8 @@ class FLPolicy:
         if update:
             self.in_buffer = 0
             self.version += 1
-            more, stop = after_update(self.version, t, self.train)
+            more, stop = after_update(self.version, t, self.train, last_slot=self.eval_cell)
+            self.eval_cell = eval_slot(t, self.train)
             actions += more
             if stop:
                 return actions

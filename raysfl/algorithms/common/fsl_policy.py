@@ -47,7 +47,7 @@ from raysfl.algorithms.common.fsl_round import (
 )
 from raysfl.algorithms.common.fsl_server import FSLServer
 from raysfl.algorithms.common.fsl_split_client import FSLSplitClient
-from raysfl.algorithms.common.schedule import evaluate, finish_job, out_of_time
+from raysfl.algorithms.common.schedule import eval_due, eval_slot, evaluate, finish_job, out_of_time
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,10 @@ class ClientRound:
 
 class FSLPolicy:
     """Round-based scheduling of the four methods; :class:`FSLRules` selects the method."""
+
+    # grid cell of the latest global iteration for train.eval_every_s (schedule.eval_slot); a class default,
+    # so checkpoints taken before the option existed resume with it
+    eval_cell = 0
 
     def __init__(
         self, setup: RunSetup, rules: FSLRules, time: Any, costs: FSLCosts, rng: np.random.Generator
@@ -388,9 +392,12 @@ class FSLPolicy:
         self.round += 1
         last = self.round >= self.train.global_iterations
         late = out_of_time(t, self.train)
-        if last or late or self.round % self.train.eval_every == 0:
-            # reported at the end of the server's queue: the evaluated x_s has taken every upload of the round
-            actions += evaluate(self.round, max(t, self.server_free_at))
+        # reported at the end of the server's queue: the evaluated x_s has taken every upload of the round
+        t_eval = max(t, self.server_free_at)
+        due = eval_due(self.round, t_eval, self.train, self.eval_cell)
+        self.eval_cell = eval_slot(t_eval, self.train)
+        if last or late or due:
+            actions += evaluate(self.round, t_eval)
         if last or late:
             return [*actions, Stop("budget reached" if last else "emulated time limit reached")]
         return actions + self._start_round(t)

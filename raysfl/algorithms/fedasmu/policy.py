@@ -37,7 +37,7 @@ from raysfl.algorithms.actions import CLIENT, SERVER, Action, Call, Event, Log, 
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.batching import batch_size_at
 from raysfl.algorithms.common.fl_policy import FLCosts
-from raysfl.algorithms.common.schedule import after_update, evaluate, start_log
+from raysfl.algorithms.common.schedule import after_update, eval_slot, evaluate, start_log
 from raysfl.algorithms.fedasmu.client import MUClient
 from raysfl.algorithms.fedasmu.server import MUServer
 
@@ -56,6 +56,10 @@ class MUJob:
 
 class MUPolicy:
     """Scheduling of FedASMU (``synchronous = False``) and FedSSMU (``True``)."""
+
+    # grid cell of the latest global iteration for train.eval_every_s (schedule.eval_slot); a class default,
+    # so checkpoints taken before the option existed resume with it
+    eval_cell = 0
 
     def __init__(
         self, setup: RunSetup, time: Any, costs: FLCosts, rng: np.random.Generator, synchronous: bool
@@ -263,14 +267,16 @@ class MUPolicy:
             self.round_left.discard(k)
             if self.round_left:
                 return actions
-            more, stop = after_update(self.round, t, self.train)
+            more, stop = after_update(self.round, t, self.train, last_slot=self.eval_cell)
+            self.eval_cell = eval_slot(t, self.train)
             actions += more
             if stop:
                 return actions
             return actions + self._start_round(t)
         self.idle.add(k)
         if not discard:
-            actions += after_update(self.version, t, self.train)[0]
+            actions += after_update(self.version, t, self.train, last_slot=self.eval_cell)[0]
+            self.eval_cell = eval_slot(t, self.train)
         return actions
 
     def _on_trigger(self, ev: Event) -> list[Action]:

@@ -25,7 +25,7 @@ from raysfl.algorithms.actions import CLIENT, SERVER, Action, Call, Event, Log, 
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.batching import batch_size_at
 from raysfl.algorithms.common.costs import SplitCosts
-from raysfl.algorithms.common.schedule import after_update, evaluate, finish_job, start_log
+from raysfl.algorithms.common.schedule import after_update, eval_slot, evaluate, finish_job, start_log
 from raysfl.algorithms.common.split_client import SplitClient
 from raysfl.algorithms.gas.server import GASServer
 
@@ -42,6 +42,10 @@ class Job:
 
 class GASPolicy:
     """Decides what happens when, for GAS and plain async SFL (``generate = false``)."""
+
+    # grid cell of the latest global iteration for train.eval_every_s (schedule.eval_slot); a class default,
+    # so checkpoints taken before the option existed resume with it
+    eval_cell = 0
 
     def __init__(self, setup: RunSetup, time: Any, costs: SplitCosts, rng: np.random.Generator) -> None:
         self.setup = setup
@@ -209,7 +213,8 @@ class GASPolicy:
         if self.models_in_buffer == self.p.q_c:
             self.models_in_buffer = 0
             self.version += 1
-            more, stop = after_update(self.version, t, self.train)
+            more, stop = after_update(self.version, t, self.train, last_slot=self.eval_cell)
+            self.eval_cell = eval_slot(t, self.train)
             actions += more
             if stop:
                 return actions

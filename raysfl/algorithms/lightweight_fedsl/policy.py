@@ -30,7 +30,7 @@ from raysfl.algorithms.actions import CLIENT, SERVER, Action, Call, Event, Log, 
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.batching import batch_size_at
 from raysfl.algorithms.common.fsl_accounting import tensor_bytes
-from raysfl.algorithms.common.schedule import evaluate, out_of_time
+from raysfl.algorithms.common.schedule import eval_due, eval_slot, evaluate, out_of_time
 from raysfl.algorithms.lightweight_fedsl.accounting import VALUE_BYTES, client_round_bytes
 from raysfl.algorithms.lightweight_fedsl.client import FedSLClient
 from raysfl.algorithms.lightweight_fedsl.dropout import kept_count
@@ -120,6 +120,10 @@ class LatencyLog:
 
 class FedSLPolicy:
     """Round-synchronous scheduling of lightweight FedSL."""
+
+    # grid cell of the latest global iteration for train.eval_every_s (schedule.eval_slot); a class default,
+    # so checkpoints taken before the option existed resume with it
+    eval_cell = 0
 
     def __init__(self, setup: RunSetup, time: Any, costs: FedSLCosts, rng: np.random.Generator) -> None:
         self.setup = setup
@@ -355,7 +359,12 @@ class FedSLPolicy:
         t_next = t + max(down)
         last = self.round >= self.total_rounds
         late = out_of_time(t_next, self.train)
-        if last or late or self.round - self.last_eval >= self.train.eval_every:
+        if self.train.eval_every_s > 0:
+            due = eval_due(self.round, t, self.train, self.eval_cell)
+            self.eval_cell = eval_slot(t, self.train)
+        else:
+            due = self.round - self.last_eval >= self.train.eval_every
+        if last or late or due:
             self.last_eval = self.round
             info = {
                 "epoch": self.samples / max(sum(len(ix) for ix in self.setup.client_indices), 1),

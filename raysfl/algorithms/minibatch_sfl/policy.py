@@ -32,7 +32,7 @@ from raysfl.algorithms.actions import CLIENT, SERVER, Action, Call, Event, Log, 
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.batching import batch_size_at
 from raysfl.algorithms.common.costs import SplitCosts
-from raysfl.algorithms.common.schedule import after_update, evaluate, finish_job, start_log
+from raysfl.algorithms.common.schedule import after_update, eval_slot, evaluate, finish_job, start_log
 from raysfl.algorithms.minibatch_sfl.client import SyncSplitClient
 from raysfl.algorithms.minibatch_sfl.server import SyncSplitServer
 
@@ -71,6 +71,10 @@ class SyncSplitPolicy:
         rng: the policy stream (client sampling).
         default_split: the scenario's split.
     """
+
+    # grid cell of the latest global iteration for train.eval_every_s (schedule.eval_slot); a class default,
+    # so checkpoints taken before the option existed resume with it
+    eval_cell = 0
 
     def __init__(
         self,
@@ -304,7 +308,8 @@ class SyncSplitPolicy:
             )
         )
         self.version += 1
-        more, stop = after_update(self.version, t, self.train, self.report_info)
+        more, stop = after_update(self.version, t, self.train, self.report_info, self.eval_cell)
+        self.eval_cell = eval_slot(t, self.train)
         actions += more
         if stop:
             return actions
