@@ -6,7 +6,10 @@ Ray, stopped at the end), writing the run's outputs to a temporary folder (or ``
 timings raysfl does not report itself (see ``fedavg_work``):
 
 * the first round's start: the start of the first ``ClientPool.call`` task (the first client job) in Ray's
-  task timeline (``ray.timeline()``), read before Ray stops;
+  task timeline (``ray.timeline()``), read before Ray stops. Workers report their task events every
+  ``RAY_task_events_report_interval_ms`` (Ray's default 1 s; this script sets 100 ms unless the variable is
+  set): the run kills its actors when it ends, and a pool that ends within one report interval of its
+  first task (a tiny run) would take that task's events with it. A report is a small message, not work;
 * the last evaluation's end: when the driver receives the final evaluation (the last report of the run,
   fetched by the coordinator's final drain right when it is done).
 
@@ -30,6 +33,7 @@ from typing import Any
 import fedavg_work as fw
 
 POOL_TASK = "task::ClientPool.call"
+EVENTS_VAR = "RAY_task_events_report_interval_ms"
 
 
 class _LastEval:
@@ -68,6 +72,7 @@ def run(
     from raysfl.engine.runner import run as raysfl_run
 
     os.environ.pop("RAY_ADDRESS", None)  # an embedded Ray of its own, as `raysfl run` without --address
+    os.environ.setdefault(EVENTS_VAR, "100")  # read by every Ray process this run starts (see above)
     sc = fw.load(scenario, overrides)
     sink = _LastEval()
     waited = 0.0
