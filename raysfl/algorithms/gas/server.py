@@ -89,11 +89,11 @@ class GASServer:
         )
         weights = torch.full((len(labels_cpu),), float(weight), dtype=torch.float64)  # CPU
         if self.p.server_update == "before-gradient":
-            self._store(acts, labels, weights, labels_cpu)
+            self._store(acts, (labels, labels_cpu), weights)
             grads = self._client_gradient(client, acts, labels)
         else:
             grads = self._client_gradient(client, acts, labels)
-            self._store(acts, labels, weights, labels_cpu)
+            self._store(acts, (labels, labels_cpu), weights)
         return grads.cpu()  # the one host copy of the call: G_k goes back to the pool
 
     def _progress(self, client: int, version: int, e: int) -> int:
@@ -124,10 +124,12 @@ class GASServer:
             self.sampler = GaussianSampler(self.stats, ridge)
 
     def _store(
-        self, acts: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor, labels_cpu: torch.Tensor
+        self, acts: torch.Tensor, labels: tuple[torch.Tensor, torch.Tensor], weights: torch.Tensor
     ) -> None:
+        """Buffer A_k with its labels (on the device, and the host copy) and weights; maybe flush."""
         assert self.stats is not None
-        self.buffer.append((acts.detach(), labels, weights, labels_cpu))
+        labels_dev, labels_cpu = labels
+        self.buffer.append((acts.detach(), labels_dev, weights, labels_cpu))
         if self.p.generate and self.p.stats_update == "per-activation":
             with profiling.section("server.stats"):
                 self.stats.update(acts, labels_cpu, weights)
