@@ -91,10 +91,12 @@ class LabelGaussians:
         mu = (s_old * mu_old + wb * mb) / s_new
         d_old, d_b = mu - mu_old, mu - mb
         if self.covariance == "full":
-            cov_b = (w[:, None] * xc).T @ xc / wb
-            self.cov[y] = (
-                s_old * (self.cov[y] + torch.outer(d_old, d_old)) + wb * (cov_b + torch.outer(d_b, d_b))
-            ) / s_new
+            # eq. (12) as  cov ← (s_old·(cov + δ_o δ_oᵀ) + W_b·(Σ_b + δ_b δ_bᵀ)) / S_N,  evaluated in place:
+            # the same elementwise operations in the same order as the expression (so the same bits), but
+            # without its six d×d temporaries (for d = 3136 each is 39 MB of fresh memory per label)
+            cov, cov_b = self.cov[y], (w[:, None] * xc).T @ xc
+            cov_b.div_(wb).add_(torch.outer(d_b, d_b)).mul_(wb)
+            cov.add_(torch.outer(d_old, d_old)).mul_(s_old).add_(cov_b).div_(s_new)
         else:
             var_b = (w[:, None] * xc * xc).sum(0) / wb
             self.cov[y] = (s_old * (self.cov[y] + d_old * d_old) + wb * (var_b + d_b * d_b)) / s_new
