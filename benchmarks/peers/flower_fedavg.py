@@ -11,7 +11,7 @@ never imports Flower, only this script does. The work is the one ``fedavg_work``
   the ``num-examples`` each reply reports, |D_k| here) for ``train.global_iterations`` rounds, with a
   centralised ``evaluate_fn`` (raysfl's test-set evaluation) before round 1 and after every round that raysfl
   evaluates; no federated evaluation;
-* only ``configure_train`` is Flower's FedAvg's own sampling replaced: each round trains the C clients that
+* only FedAvg's sampling (its ``configure_train``) is replaced: each round trains the C clients that
   raysfl's FedAvg draws (``fedavg_work.round_clients``); the i-th supernode (node ids in ascending order)
   serves client i, and the message tells it which job of that client this is, so the ClientApp, on whichever
   actor it runs, continues the client's minibatch order exactly (``fedavg_work.Trainer``);
