@@ -153,7 +153,8 @@ class GASServer:
         assert self.stats is not None and self.sampler is not None
         real_x = torch.cat([b[0] for b in self.buffer])
         real_y = torch.cat([b[1] for b in self.buffer])
-        real_y_cpu = torch.cat([b[3] for b in self.buffer])
+        # (a buffer restored from a checkpoint of an older version holds no host copy of the labels)
+        real_y_cpu = torch.cat([b[3] if len(b) > 3 else b[1].cpu() for b in self.buffer])
         if self.p.generate and self.p.stats_update == "per-flush":
             # the code's IncrementalStats.update: a label's first batch initialises its statistics as they
             # are; every later merge adds ridge·I (specs/gas.md §10.5) [C]
