@@ -61,11 +61,20 @@ def _read_idx_folder(source: Source, info: DatasetInfo) -> RawData:
                 f"{ipath}: {images.shape[0]} images but the labels file has {labels.shape[0]}"
             )
     return RawData(
-        train_x=arrays["train-images-idx3-ubyte"][1][:, None],
+        train_x=_one_channel(arrays["train-images-idx3-ubyte"][1]),
         train_y=arrays["train-labels-idx1-ubyte"][1].astype(np.int64),
-        test_x=arrays["t10k-images-idx3-ubyte"][1][:, None],
+        test_x=_one_channel(arrays["t10k-images-idx3-ubyte"][1]),
         test_y=arrays["t10k-labels-idx1-ubyte"][1].astype(np.int64),
     )
+
+
+def _one_channel(images: np.ndarray) -> np.ndarray:
+    """``(N, H, W)`` → ``(N, 1, H, W)`` with the standard strides (a view, no copy).
+
+    Not ``images[:, None]``: that gives the channel axis stride 0, and batches gathered from it strides
+    that torch reads as channels-last (see :func:`raysfl.data.transforms.row_major`).
+    """
+    return images.reshape(images.shape[0], 1, *images.shape[1:])
 
 
 def _read_cifar(source: Source, info: DatasetInfo) -> RawData:

@@ -70,6 +70,27 @@ def normalize(x: torch.Tensor, mean: tuple[float, ...], std: tuple[float, ...]) 
     return (x.to(torch.float32) / 255.0 - m) / s
 
 
+def row_major(x: torch.Tensor) -> torch.Tensor:
+    """``x`` with the standard row-major strides of its shape: ``x`` itself when it has them, else a copy.
+
+    A tensor can be contiguous under several stride tuples when a dimension has size 1: a one-channel
+    batch gathered from ``images[:, None]`` (stride 0 on the channel axis) has strides
+    ``(HW, 1, W, 1)``, which torch also reads as ``channels_last``, so convolutions on it run oneDNN's
+    channels-last kernels (and return channels-last activations) whose results differ in the last bits
+    from those of the standard layout ``(HW, HW, W, 1)``. The same array pickled into Ray's object store
+    comes back with standard strides, so without this a local run and a Ray run of the same scenario
+    differed. Every batch therefore leaves the pipeline in the standard layout, whatever the strides of
+    the images it came from.
+    """
+    expected, step = [], 1
+    for size in reversed(x.shape):
+        expected.append(step)
+        step *= max(size, 1)
+    if x.stride() == tuple(reversed(expected)):
+        return x
+    return x.clone(memory_format=torch.contiguous_format)
+
+
 @dataclass(frozen=True)
 class Transform:
     """A train and a test pipeline on uint8 batches.
@@ -94,20 +115,23 @@ class Transform:
     flip: bool = False
 
     def train(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """Augment and normalize a uint8 ``(B, C, H, W)`` batch; draws crop offsets, then flip coins."""
+        """Augment and normalize a uint8 ``(B, C, H, W)`` batch; draws crop offsets, then flip coins.
+
+        The result has the standard layout (:func:`row_major`), whatever the strides of ``x``.
+        """
         if self.random_crop:
             x = pad_random_crop(x, self.crop_size, self.padding, generator)
         elif self.crop_size != self.image_size:
             x = center_crop(x, self.crop_size)
         if self.flip:
             x = random_hflip(x, generator)
-        return normalize(x, self.mean, self.std)
+        return row_major(normalize(x, self.mean, self.std))
 
     def test(self, x: torch.Tensor) -> torch.Tensor:
-        """Center-crop (when ``crop_size < image_size``) and normalize; draws nothing."""
+        """Center-crop (when ``crop_size < image_size``) and normalize; draws nothing; standard layout."""
         if self.crop_size != self.image_size:
             x = center_crop(x, self.crop_size)
-        return normalize(x, self.mean, self.std)
+        return row_major(normalize(x, self.mean, self.std))
 
 
 def make_transform(dataset: ImageDataset, cfg: DataConfig) -> Transform:

@@ -64,6 +64,8 @@ def test_layouts_inside_a_root(tmp_path: Path, make_idx_dir: Callable, sub: str,
     arrays = make_idx_dir(tmp_path / "root" / sub, gz=gz, n_train=7, n_test=3)
     ds = load_dataset(DataConfig(dataset="fashion-mnist", download=False), str(tmp_path / "root"))
     assert ds.train_x.shape == (7, 1, 28, 28) and ds.test_x.shape == (3, 1, 28, 28)
+    # the standard strides, not the channel-axis stride 0 of x[:, None] (determinism: row_major)
+    assert ds.train_x.strides == ds.test_x.strides == (784, 784, 28, 1)
     np.testing.assert_array_equal(ds.train_x[:, 0], arrays[0])
     np.testing.assert_array_equal(ds.test_y, arrays[3].astype(np.int64))
     assert ds.mean == (0.2860,) and ds.std == (0.3530,)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import pickle
 
 import numpy as np
 import pytest
 import torch
 
+from raysfl.algorithms.common.transforms import train_transform
 from raysfl.data import DataConfig, ImageDataset, Transform, make_transform, to_batch
 from raysfl.data.transforms import center_crop, pad_random_crop, random_hflip
 
@@ -128,3 +130,32 @@ def test_test_transform_draws_nothing_and_train_needs_a_generator() -> None:
         to_batch(ds.train_x, np.arange(4), tf, train=True)
     with pytest.raises(ValueError, match="uint8"):
         to_batch(ds.train_x.astype(np.float32), np.arange(4), tf, train=False)
+
+
+@pytest.mark.parametrize("augment", ["none", "crop-flip"])
+def test_batches_leave_in_the_standard_layout_whatever_the_image_strides(augment: str) -> None:
+    """Determinism across backends: a one-channel ``images[:, None]`` (channel stride 0, as the IDX reader
+    once returned) and its copy deserialised from Ray's object store (pickle 5, standard strides) must give
+    the same batch layout, or convolutions take channels-last kernels on one side only and the local and
+    Ray backends differ in the last bits."""
+    rng = np.random.default_rng(1)
+    flat = rng.integers(0, 256, (64, 28, 28), dtype=np.uint8)
+    stride0 = flat[:, None]
+    shipped = pickle.loads(pickle.dumps(stride0, protocol=5))  # what a Ray actor receives
+    assert stride0.strides[1] == 0 and shipped.strides == (784, 784, 28, 1)
+    crop_flip = augment == "crop-flip"
+    tf = Transform(
+        (0.3,), (0.3,), 28, 28, padding=4 if crop_flip else 0, random_crop=crop_flip, flip=crop_flip
+    )
+    conv = torch.nn.Conv2d(1, 32, 3, padding=1)
+    idx = np.arange(0, 64, 2)
+    outs = []
+    for images in (stride0, shipped):
+        train = train_transform(tf)(images[idx], _gen(5))
+        test = to_batch(images, idx, tf, train=False)
+        for x in (train, test):
+            assert x.stride() == (784, 784, 28, 1)
+        with torch.no_grad():
+            outs.append((train, test, conv(train), conv(test)))
+    for a, b in zip(*outs, strict=True):
+        assert a.stride() == b.stride() and torch.equal(a, b)
