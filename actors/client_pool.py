@@ -6,12 +6,13 @@ import os
 from typing import Any
 
 import ray
+from raysfl.actors.profiled import Profiled
 
-from raysfl.engine.hosts import ClientHost, profile_control
+from raysfl.engine.hosts import ClientHost
 
 
 @ray.remote
-class ClientPool:
+class ClientPool(Profiled):
     """Forwards ``call(method, client, *args)`` to a :class:`ClientHost`; holds no logic of its own.
 
     Calls from the coordinator run in submission order (Ray's guarantee for one submitter), so each
@@ -24,17 +25,6 @@ class ClientPool:
     def call(self, method: str, client: int, *args: Any, pace_wall_s: float = 0.0) -> Any:
         """Run one client step (``start``, ``step``, ``finish``, ...), paced in realtime mode."""
         return self.host.call(method, client, *args, pace_wall_s=pace_wall_s)
-
-    def profile(self, action: str, lane: str = "") -> dict[str, Any] | None:
-        """Profiling (``benchmarks/profile_*.py``): ``"start"`` it here, or ``"report"`` what it measured.
-
-        The report names the Ray worker, whose task timeline holds this actor's argument and result
-        (de)serialisation.
-        """
-        out = profile_control(action, lane)
-        if out is not None:
-            out["worker_id"] = ray.get_runtime_context().get_worker_id()
-        return out
 
     def snapshot(self) -> dict[str, Any]:
         """Checkpoint: the pool's logic and its clients' states (plain data and tensors)."""

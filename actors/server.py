@@ -6,12 +6,13 @@ from typing import Any
 
 import ray
 import torch
+from raysfl.actors.profiled import Profiled
 
-from raysfl.engine.hosts import ServerHost, pick_device, profile_control
+from raysfl.engine.hosts import ServerHost, pick_device
 
 
 @ray.remote
-class Server:
+class Server(Profiled):
     """Forwards ``call(method, *args)`` to a :class:`ServerHost`; calls run in virtual-time order."""
 
     def __init__(
@@ -23,17 +24,6 @@ class Server:
     def call(self, method: str, *args: Any, pace_wall_s: float = 0.0) -> Any:
         """Run one server method (``on_activations``, ``on_client_model``, ``evaluate``, ...)."""
         return self.host.call(method, *args, pace_wall_s=pace_wall_s)
-
-    def profile(self, action: str, lane: str = "") -> dict[str, Any] | None:
-        """Profiling (``benchmarks/profile_*.py``): ``"start"`` it here, or ``"report"`` what it measured.
-
-        The report names the Ray worker, whose task timeline holds this actor's argument and result
-        (de)serialisation.
-        """
-        out = profile_control(action, lane)
-        if out is not None:
-            out["worker_id"] = ray.get_runtime_context().get_worker_id()
-        return out
 
     def snapshot(self) -> dict[str, Any]:
         """Checkpoint: the server logic's state."""

@@ -4,8 +4,8 @@ raysfl (``raysfl_fedavg.py``), Flower (``flower_fedavg.py``) and a plain single-
 (``plain_fedavg.py``) all read the scenario ``scenarios/bench/fedavg_peer.toml`` with the same ``key=value``
 overrides, and this module turns it into the same work for the two peers:
 
-* the data and its partition: ``raysfl.data.load_dataset`` and ``partition_dataset`` with the run's
-  ``("partition",)`` stream, exactly as ``raysfl.engine.runner.prepare`` calls them;
+* the data and its partition: ``raysfl.engine.runner.load_partitioned``, the function every raysfl run
+  loads and partitions its data with;
 * the model: ``build_split_model`` with the run's ``("model",)`` seed, so the initial weights are raysfl's;
 * the clients of each round: C of K drawn uniformly without replacement from the ``("policy",)`` stream, the
   draws raysfl's synchronous FedAvg policy makes (:func:`round_clients`);
@@ -118,22 +118,13 @@ class Work:
 
 
 def build(sc: Any, data_dir: str | None = None) -> Work:
-    """Load and partition the data and build the model exactly as ``raysfl.engine.runner.prepare`` does."""
-    from raysfl.data import load_dataset, partition_dataset
-    from raysfl.data.transforms import make_transform
-    from raysfl.engine.rng import stream, torch_seed
+    """Load and partition the data (``raysfl.engine.runner.load_partitioned``, as every raysfl run does) and
+    build the model with the run's seed."""
+    from raysfl.engine.rng import torch_seed
+    from raysfl.engine.runner import load_partitioned
     from raysfl.models.zoo import build_split_model
 
-    ds = load_dataset(sc.data, data_dir)
-    transform = make_transform(ds, sc.data)
-    part = partition_dataset(
-        ds.train_y,
-        sc.data,
-        sc.federation.num_clients,
-        stream(sc.seed, "partition"),
-        writers=ds.train_writers,
-        num_classes=ds.num_classes,
-    )
+    ds, transform, part = load_partitioned(sc, data_dir)
     channels = int(ds.train_x.shape[1])
     model = build_split_model(
         sc.model, channels, transform.crop_size, ds.num_classes, seed=torch_seed(sc.seed, "model")

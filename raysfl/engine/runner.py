@@ -65,8 +65,11 @@ class Prepared:
     profile: Any
 
 
-def prepare(sc: Scenario, data_dir: str | None = None) -> Prepared:
-    """Load and partition the data, draw the devices and measure the model, all from the scenario seed."""
+def load_partitioned(sc: Scenario, data_dir: str | None = None) -> tuple[Any, Any, Any]:
+    """The scenario's dataset, its transform and its partition over the K clients (``("partition",)`` stream).
+
+    What every run starts from; the peer benchmarks (benchmarks/peers/) build their identical work from it.
+    """
     dataset = load_dataset(sc.data, data_dir)
     transform = make_transform(dataset, sc.data)
     part = partition_dataset(
@@ -77,6 +80,12 @@ def prepare(sc: Scenario, data_dir: str | None = None) -> Prepared:
         writers=dataset.train_writers,
         num_classes=dataset.num_classes,
     )
+    return dataset, transform, part
+
+
+def prepare(sc: Scenario, data_dir: str | None = None) -> Prepared:
+    """Load and partition the data, draw the devices and measure the model, all from the scenario seed."""
+    dataset, transform, part = load_partitioned(sc, data_dir)
     shape = (int(dataset.train_x.shape[1]), transform.crop_size, transform.crop_size)
     setup = RunSetup(sc, sc.params, shape, dataset.num_classes, tuple(part.indices), part.histograms)
     devices = draw_devices(sc.system, sc.federation.num_clients, stream(sc.seed, "timing"))
