@@ -9,8 +9,11 @@ Layout of a sweep's output directory ``OUT``:
                          progress.csv
 
 Trials run as Tune function trainables (:func:`raysfl.sweep.trial.run_trial`), each reserving the
-placement group of :func:`raysfl.sweep.resources.trial_resources`; Tune's own experiment restore and the
-trials' run directories together make ``--resume`` continue exactly where the sweep stopped.
+placement group of :func:`raysfl.sweep.resources.trial_resources`. ``--resume`` starts a new Tune run over
+the trials not yet finished, in the plan's order (:func:`trials_to_run`); each continues from its own run
+directory (from its last checkpoint, or from the start), so the sweep goes on exactly where it stopped and
+in the order the sweep file promises (seeds as the outer axis: a sweep stopped part-way holds every method of
+its first seeds). Tune's experiment restore is not used: it starts the pending trials in another order.
 """
 
 from __future__ import annotations
@@ -140,6 +143,11 @@ def _trial_status(out: Path, name: str) -> str:
     return "unfinished"
 
 
+def trials_to_run(names: list[str], out: Path, resume: bool) -> list[str]:
+    """The trials a run of the sweep starts, in the plan's order: all, or (``resume``) the unfinished ones."""
+    return [n for n in names if not resume or _trial_status(out, n) != "finished"]
+
+
 def write_status(out: Path, plan_doc: dict[str, Any], failed: dict[str, str]) -> SweepResult:
     """Record every trial's status in ``OUT/sweep.json``; return them."""
     doc = json.loads(json.dumps(plan_doc))
@@ -203,14 +211,12 @@ def run_sweep(
         return tune.PlacementGroupFactory(bundles[config["trial"]], strategy="PACK")
 
     trainable = tune.with_resources(tune.with_parameters(run_trial, tasks=tasks), resources)
-    tune_path = out / TUNE_NAME
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")  # no Tune TensorBoard files beside ours
-    if resume and tune.Tuner.can_restore(tune_path):
-        tuner = tune.Tuner.restore(str(tune_path), trainable, resume_unfinished=True, resume_errored=True)
-    else:
-        tuner = _new_tuner(trainable, [t.name for t in sweep.trials], out, max_concurrent, verbose)
-    grid = tuner.fit()
+    todo = trials_to_run([t.name for t in sweep.trials], out, resume)
     failed: dict[str, str] = {}
+    if not todo:
+        return write_status(out, plan_doc, failed)
+    grid = _new_tuner(trainable, todo, out, max_concurrent, verbose).fit()
     for i in range(len(grid)):
         result = grid[i]
         if result.error is not None and result.config:

@@ -185,3 +185,21 @@ def test_every_shipped_sweep_validates(tmp_path):
     for path in paths:
         sweep = load_sweep(path)
         assert sweep.trials, path
+
+
+def test_resume_runs_the_unfinished_trials_in_the_plan_order(tmp_path):
+    import json
+
+    from raysfl.sweep.execute import trials_to_run
+
+    names = ["seed1_a", "seed1_b", "seed2_a", "seed2_b", "seed3_a"]
+    for name, summary in [
+        ("seed1_a", {"interrupted": False}),  # finished
+        ("seed1_b", {"interrupted": True}),  # stopped with Ctrl-C: not finished
+        ("seed2_b", {"interrupted": False}),  # finished
+    ]:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(json.dumps(summary))
+    (tmp_path / "seed2_a").mkdir()  # started, no summary yet (a checkpoint or nothing)
+    assert trials_to_run(names, tmp_path, resume=True) == ["seed1_b", "seed2_a", "seed3_a"]
+    assert trials_to_run(names, tmp_path, resume=False) == names
