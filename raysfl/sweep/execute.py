@@ -93,6 +93,8 @@ def _plan_doc(sweep: Sweep, rows: list[tuple[str, dict[str, Any], TrialResources
         "trials": {
             t.name: {
                 "fingerprint": fingerprint(_finite(scenario_to_dict(t.scenario))),
+                # the resolved scenario: a later raysfl (new options, renamed keys) can resolve it again
+                "scenario": _finite(scenario_to_dict(t.scenario)),
                 "set": {k: v for k, v in t.assignments},
                 "bundles": list(res.bundles),
             }
@@ -112,16 +114,36 @@ def _check_out(out: Path, plan_doc: dict[str, Any], resume: bool) -> None:
             f"{out} already holds a sweep; nothing was changed in it. Continue it with --resume, or pick "
             "another --out."
         )
-    stored = json.loads(status.read_text())
-    old = {n: t["fingerprint"] for n, t in stored.get("trials", {}).items()}
-    new = {n: t["fingerprint"] for n, t in plan_doc["trials"].items()}
-    if old != new:
-        changed = sorted(set(old) ^ set(new)) + sorted(n for n in set(old) & set(new) if old[n] != new[n])
+    old = json.loads(status.read_text()).get("trials", {})
+    new = plan_doc["trials"]
+    changed = sorted(set(old) ^ set(new)) + sorted(
+        n for n in set(old) & set(new) if not _same_trial(old[n], new[n], out / n)
+    )
+    if changed:
         raise SweepStateError(
             f"--resume: the sweep file no longer describes the sweep in {out} (trials that differ: "
             f"{', '.join(changed[:6])}); resume with the sweep file it was started with, or use another "
             "--out."
         )
+
+
+def _same_trial(old: dict[str, Any], new: dict[str, Any], run_dir: Path) -> bool:
+    """Whether a trial recorded in ``sweep.json`` (``old``) is the planned trial ``new``.
+
+    Equal fingerprints; else (a raysfl that added or renamed options since) the recorded scenario, or the
+    one the trial's run stored in its ``config.toml``, resolved again by today's schema
+    (:func:`raysfl.engine.checkpoint.same_scenario`); a trial of an older ``sweep.json`` that never started
+    has neither, and counts as the same when the sweep file sets the same values for it.
+    """
+    from raysfl.engine.checkpoint import same_scenario
+    from raysfl.sweep.trial import stored_scenario
+
+    if old.get("fingerprint") == new["fingerprint"]:
+        return True
+    recorded = old.get("scenario") or stored_scenario(run_dir)
+    if recorded is not None:
+        return same_scenario(recorded, new["scenario"])
+    return old.get("set") == json.loads(json.dumps(new["set"]))
 
 
 def _root_cause(err: BaseException) -> str:

@@ -76,7 +76,8 @@ def tune_metrics(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _stored_scenario(out: Path) -> dict[str, Any] | None:
+def stored_scenario(out: Path) -> dict[str, Any] | None:
+    """The resolved scenario a run stored in ``out/config.toml`` (without its run facts), if there is one."""
     from raysfl.config import read_toml
 
     config = out / "config.toml"
@@ -98,7 +99,7 @@ def trial_state(out: Path, scenario_doc: dict[str, Any]) -> str:
 
     if not out.exists():
         return "new"
-    stored = _stored_scenario(out)
+    stored = stored_scenario(out)
     has_results = (out / "summary.json").is_file() or checkpoint_files(out / "checkpoints")
     if stored is not None and has_results and not same_scenario(stored, scenario_doc):
         diff = "; ".join(differences(stored, scenario_doc)[:4])

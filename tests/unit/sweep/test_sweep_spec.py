@@ -203,3 +203,44 @@ def test_resume_runs_the_unfinished_trials_in_the_plan_order(tmp_path):
     (tmp_path / "seed2_a").mkdir()  # started, no summary yet (a checkpoint or nothing)
     assert trials_to_run(names, tmp_path, resume=True) == ["seed1_b", "seed2_a", "seed3_a"]
     assert trials_to_run(names, tmp_path, resume=False) == names
+
+
+def _recorded_sweep(tmp_path: Path):
+    """A sweep's plan as ``sweep.json`` records it, and its output folder."""
+    import json
+
+    from raysfl.sweep.execute import STATUS_FILE, _plan_doc, plan
+
+    sweep = load_sweep(_write(tmp_path, GOOD))
+    doc = _plan_doc(sweep, plan(sweep, {"CPU": 2.0}))
+    out = tmp_path / "out"
+    out.mkdir()
+    return sweep, json.loads(json.dumps(doc)), out, out / STATUS_FILE
+
+
+def test_resume_accepts_a_sweep_recorded_before_an_option_was_added(tmp_path):
+    """A newer raysfl adds options: recorded scenarios lack them, their fingerprints differ, same sweep."""
+    import json
+
+    from raysfl.config import dumps_toml
+    from raysfl.sweep.execute import SweepStateError, _check_out
+
+    _, doc, out, status = _recorded_sweep(tmp_path)
+    a, b, c = list(doc["trials"])[:3]
+    old = json.loads(json.dumps(doc))
+    for name in (a, b, c):
+        old["trials"][name]["fingerprint"] = "recorded-by-an-older-schema"
+        old["trials"][name]["scenario"]["train"].pop("eval_every_s")  # an option the old schema lacked
+    # a sweep.json from before scenarios were recorded: b ran (its config.toml decides), c never started
+    (out / b).mkdir()
+    (out / b / "config.toml").write_text(dumps_toml(old["trials"][b].pop("scenario")))
+    del old["trials"][c]["scenario"]
+    status.write_text(json.dumps(old))
+    _check_out(out, doc, resume=True)  # accepted: the same sweep under today's schema
+
+    changed = json.loads(json.dumps(old))
+    changed["trials"][a]["scenario"]["train"]["lr"] = 0.5  # really another scenario
+    changed["trials"][c]["set"]["seed"] = 99  # really another sweep file
+    status.write_text(json.dumps(changed))
+    with pytest.raises(SweepStateError, match=f"trials that differ: {a}, {c}"):
+        _check_out(out, doc, resume=True)
