@@ -205,12 +205,18 @@ def method_labels(groups: Sequence[Group], bound_keys: Sequence[str] = ()) -> di
     Parameters are compared only among groups of the same method (GAS with and without ``generate``
     becomes ``gas (generate=False)`` and ``gas (generate=True)``; FedAvg beside them stays ``fedavg``).
     ``bound_keys`` (see :func:`split_varying_keys`) are added to every label, e.g.
-    ``fedasync (train.global_iterations=200)``.
+    ``fedasync (train.global_iterations=200)``. Runs of a sweep whose link axes give a ``label`` list are
+    named by those labels instead (``fsl_mc`` rather than ``splitfed_v1 (model.aux=)``).
     """
+    out: dict[int, str] = {}
     by_name: dict[str, list[Group]] = {}
     for g in groups:
-        by_name.setdefault(str(g.method.get("name", "?")), []).append(g)
-    out: dict[int, str] = {}
+        given = _sweep_labels(g)
+        if given:  # the sweep's link labels name the method (e.g. ``fsl_mc`` for splitfed_v1)
+            bound = label(g.setting, bound_keys)
+            out[id(g)] = f"{given} ({bound})" if bound else given
+        else:
+            by_name.setdefault(str(g.method.get("name", "?")), []).append(g)
     for name, members in by_name.items():
         keys = differing_fields([{"params": m.method.get("params", {})} for m in members], ignore=())
         for g in members:
@@ -219,6 +225,12 @@ def method_labels(groups: Sequence[Group], bound_keys: Sequence[str] = ()) -> di
             detail = ", ".join(part for part in parts if part)
             out[id(g)] = f"{name} ({detail})" if detail else name
     return out
+
+
+def _sweep_labels(group: Group) -> str:
+    """The sweep's link labels shared by every run of ``group`` (``""`` when they have none or differ)."""
+    found = {tuple(r.info.get("labels", {}).values()) for r in group.runs}
+    return " / ".join(found.pop()) if len(found) == 1 else ""
 
 
 def _provenance(runs: Sequence) -> list[str]:

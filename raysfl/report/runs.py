@@ -161,9 +161,13 @@ def find_runs(paths: Sequence[str | Path]) -> tuple[list[Run], list[tuple[Path, 
         seen: set[Path] = set()
         for run_dir in _candidates(root):
             seen.add(run_dir)
-            reason = _why_not(run_dir, _sweep_trials(run_dir.parent).get(run_dir.name))
+            trial = _sweep_trials(run_dir.parent).get(run_dir.name)
+            reason = _why_not(run_dir, trial)
             if reason is None:
-                runs.append(_read_run(run_dir))
+                run = _read_run(run_dir)
+                if trial and trial.get("labels"):
+                    run.info["labels"] = dict(trial["labels"])  # the sweep's names for this trial
+                runs.append(run)
             else:
                 skipped.append((run_dir, reason))
         for name, trial in _sweep_trials(root).items():

@@ -96,6 +96,7 @@ def _plan_doc(sweep: Sweep, rows: list[tuple[str, dict[str, Any], TrialResources
                 # the resolved scenario: a later raysfl (new options, renamed keys) can resolve it again
                 "scenario": _finite(scenario_to_dict(t.scenario)),
                 "set": {k: v for k, v in t.assignments},
+                "labels": dict(t.labels),  # the link axes' own names for this trial (reports use them)
                 "bundles": list(res.bundles),
             }
             for t, (_, _, res) in zip(sweep.trials, rows, strict=True)

@@ -59,6 +59,7 @@ class Axis:
     keys: tuple[str, ...]
     values: tuple[tuple[Any, ...], ...]  # one tuple per point of the axis, aligned with ``keys``
     labels: tuple[str, ...]  # the name fragment of each point
+    given: tuple[str, ...] = ()  # a link axis's own ``label`` list, as written (empty: none given)
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class Trial:
     name: str
     assignments: tuple[tuple[str, Any], ...]  # (dotted key, value) from the axes, in axis order
     scenario: Scenario = field(compare=False)
+    labels: tuple[tuple[str, str], ...] = ()  # (link axis, its given label) for axes that give labels
 
 
 @dataclass(frozen=True)
@@ -198,8 +200,13 @@ def _link_axes(links: Any, problems: list[str]) -> list[Axis]:
             if labels is not None
             else tuple(_fragment(first, p[0]) for p in points)
         )
-        axes.append(Axis(name, keys, points, names))
+        axes.append(Axis(name, keys, points, names, tuple(labels) if labels is not None else ()))
     return axes
+
+
+def given_labels(axes: list[Axis], combo: tuple[int, ...]) -> tuple[tuple[str, str], ...]:
+    """(axis name, label) of a trial's point on every link axis that gives a ``label`` list."""
+    return tuple((axis.name, axis.given[i]) for axis, i in zip(axes, combo, strict=True) if axis.given)
 
 
 def _trial_name(labels: list[str]) -> str:
@@ -301,7 +308,7 @@ def _expand(
             for message in err.problems:
                 failing.setdefault(message, []).append(name)
             continue
-        trials.append(Trial(name, assignments, sc))
+        trials.append(Trial(name, assignments, sc, given_labels(axes, combo)))
     total = len(names) and sum(names.values())
     for message, where in failing.items():
         who = "every trial" if len(where) == total and total > 1 else "trial " + ", ".join(where)

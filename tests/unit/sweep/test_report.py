@@ -214,3 +214,37 @@ def test_keys_fixed_per_method_are_part_of_the_method_not_a_setting():
     assert split_varying_keys(groups, keys) == (keys, [])
     # A single method: everything that varies is a setting.
     assert split_varying_keys(groups[::2], keys) == (keys, [])
+
+
+def test_a_sweeps_link_labels_name_its_methods(tmp_path):
+    """sweep.json's labels (a [link] axis's `label` list) name the rows instead of name + options."""
+    root = tmp_path / "sweep"
+    trials = {}
+    points = [("fsl_mc", "splitfed_v1", 1), ("fsl_mc", "splitfed_v1", 2), ("oc", "gas", 1)]
+    for label, algorithm, seed in points:
+        name = f"seed{seed}_{label}"
+        make_run(root, name, _scenario(algorithm, seed), [(0, 0.0, 0.1), (1, 10.0, 0.5)])
+        trials[name] = {"status": "finished", "labels": {"method": label}}
+    make_run(root, "loose_gas", _scenario("gas", 3, params={"q_s": 2}), [(0, 0.0, 0.1), (1, 10.0, 0.4)])
+    (root / "sweep.json").write_text(json.dumps({"trials": trials}))
+    runs, _ = find_runs([root])
+    groups = group_runs(runs)
+    assert sorted(method_labels(groups).values()) == ["fsl_mc", "gas", "oc"]
+
+
+def test_sweep_trials_record_their_link_labels(tmp_path):
+    from raysfl.sweep.spec import load_sweep
+
+    (tmp_path / "tiny.toml").write_text(
+        'name = "t"\n[data]\ndataset = "synthetic"\n[model]\nname = "lenet5"\n'
+        "[federation]\nnum_clients = 5\nactive_clients = 2\n"
+    )
+    (tmp_path / "s.toml").write_text(
+        'base = "tiny.toml"\n[grid]\nseed = [1, 2]\n[link.method]\nlabel = ["mc", "avg"]\n'
+        '"algorithm.name" = ["splitfed_v1", "fedavg"]\n'
+    )
+    sweep = load_sweep(tmp_path / "s.toml")
+    assert [(t.name, dict(t.labels)) for t in sweep.trials] == [
+        ("seed1_mc", {"method": "mc"}), ("seed1_avg", {"method": "avg"}),
+        ("seed2_mc", {"method": "mc"}), ("seed2_avg", {"method": "avg"}),
+    ]
