@@ -159,9 +159,12 @@ def find_runs(paths: Sequence[str | Path]) -> tuple[list[Run], list[tuple[Path, 
         if not root.is_dir():
             raise FileNotFoundError(f"{root}: no such directory")
         seen: set[Path] = set()
+        sweeps: dict[Path, dict[str, dict[str, Any]]] = {}  # each sweep.json read once
         for run_dir in _candidates(root):
             seen.add(run_dir)
-            trial = _sweep_trials(run_dir.parent).get(run_dir.name)
+            if run_dir.parent not in sweeps:
+                sweeps[run_dir.parent] = _sweep_trials(run_dir.parent)
+            trial = sweeps[run_dir.parent].get(run_dir.name)
             reason = _why_not(run_dir, trial)
             if reason is None:
                 run = _read_run(run_dir)
@@ -170,7 +173,7 @@ def find_runs(paths: Sequence[str | Path]) -> tuple[list[Run], list[tuple[Path, 
                 runs.append(run)
             else:
                 skipped.append((run_dir, reason))
-        for name, trial in _sweep_trials(root).items():
+        for name, trial in (sweeps[root] if root in sweeps else _sweep_trials(root)).items():
             if root / name not in seen and trial.get("status") != "finished":
                 reason = f"failed: {trial.get('error', '')}" if trial.get("status") == "failed" else "not run"
                 skipped.append((root / name, reason))
