@@ -200,7 +200,9 @@ def test_scripts_exist_and_name_their_default_scenarios():
 
 
 def test_a_profiled_run_computes_the_pinned_numbers(tmp_path, keep_threads):
-    """Profiling only reads clocks: GAS's pinned metrics (test_pinned_metrics.py) come out unchanged."""
+    """Profiling only reads clocks: GAS's pinned scenario (test_pinned_metrics.py) gives, bit for bit, the
+    numbers of the same run without profiling on this machine (the pins themselves may come from another
+    processor, whose last bits differ)."""
     spec = importlib.util.spec_from_file_location(
         "pinned_metrics_for_profiling", ROOT / "tests/unit/algorithms/test_pinned_metrics.py"
     )
@@ -213,4 +215,6 @@ def test_a_profiled_run_computes_the_pinned_numbers(tmp_path, keep_threads):
     finally:
         prof = profiling.disable()
     assert prof is not None and prof.stats["server.grad"][0] > 0
-    assert got == pinned._pins()["gas"]
+    unprofiled = json.loads(json.dumps(pinned.measure("gas", tmp_path / "gas-unprofiled")))
+    assert got == unprofiled
+    assert pinned.mismatch(got, pinned._pins()["gas"], exact=False) is None
