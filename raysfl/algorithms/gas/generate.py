@@ -92,10 +92,9 @@ class GaussianSampler:
         return out
 
     def _cholesky(self, cov: torch.Tensor) -> torch.Tensor:
-        eye = torch.eye(cov.shape[0], dtype=cov.dtype, device=cov.device)
         jitter = 0.0
         for attempt in range(self.max_tries):
-            L, info = torch.linalg.cholesky_ex(cov + (self.ridge + jitter) * eye)
+            L, info = torch.linalg.cholesky_ex(_shifted(cov, self.ridge + jitter))
             if int(info) == 0:
                 return L
             jitter = 1e-6 * 10**attempt
@@ -124,6 +123,21 @@ class GaussianSampler:
             d = self.stats.dim
             return torch.zeros(0, d, device=device), torch.zeros(0, dtype=torch.int64, device=device)
         return torch.cat(chunks), torch.cat(labels)
+
+
+def _shifted(cov: torch.Tensor, shift: float) -> torch.Tensor:
+    """Σ + shift·I, the same numbers as ``cov + shift * eye`` without building the d×d identity.
+
+    No shift (the code's per-flush statistics carry their ridge already) factorises Σ itself, with no
+    copy; otherwise one copy whose diagonal gets the shift. Off the diagonal, ``x + 0.0`` is ``x``, so
+    only the sign of an exact zero can differ from the expression, which a Cholesky factor ignores.
+    For d = 3136 this saves two 39 MB temporaries and two passes over them per factorisation.
+    """
+    if shift == 0.0:
+        return cov
+    out = cov.clone()
+    out.diagonal().add_(shift)
+    return out
 
 
 def log_prior(label_hist: torch.Tensor, tau: float = 1.0) -> torch.Tensor:

@@ -1,11 +1,13 @@
-"""The in-place covariance merge of LabelGaussians equals eq. (12) written as one expression, bit for bit."""
+"""The in-place covariance merge of LabelGaussians equals eq. (12) written as one expression, bit for bit;
+so does the sampler's Σ + shift·I without the identity matrix."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from raysfl.algorithms.gas.stats import LabelGaussians
+from raysfl.algorithms.gas.generate import _shifted
+from raysfl.algorithms.gas.stats import MERGE_ROWS, LabelGaussians
 
 
 def expression_merge(
@@ -23,10 +25,10 @@ def expression_merge(
     return cov, mu, s_new
 
 
+@pytest.mark.parametrize("d", [64, 3 * MERGE_ROWS + 7])  # one block; several blocks and a short last one
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_in_place_merge_is_bitwise_the_expression(dtype):
+def test_in_place_merge_is_bitwise_the_expression(dtype, d):
     gen = torch.Generator().manual_seed(4)
-    d = 64
     stats = LabelGaussians(1, d, "full", dtype)
     cov = torch.zeros(d, d, dtype=dtype)
     mean = torch.zeros(d, dtype=dtype)
@@ -39,3 +41,16 @@ def test_in_place_merge_is_bitwise_the_expression(dtype):
         mean = mean.to(torch.float64).to(dtype)  # the class keeps μ in float64
         assert torch.equal(stats.cov[0], cov)
         assert torch.equal(stats.mean[0].to(dtype), mean)
+
+
+@pytest.mark.parametrize("shift", [0.0, 1e-5, 0.25])
+def test_shift_without_identity_is_the_expression(shift):
+    gen = torch.Generator().manual_seed(7)
+    a = torch.randn(40, 90, generator=gen)
+    cov = a.T @ a / 40 + 1e-3 * torch.eye(90)
+    expected = cov + shift * torch.eye(90)
+    got = _shifted(cov, shift)
+    assert torch.equal(got, expected)
+    assert torch.equal(torch.linalg.cholesky(got), torch.linalg.cholesky(expected))
+    assert (got is cov) == (shift == 0.0)  # no copy without a shift; the statistics are never modified
+    assert torch.equal(cov, a.T @ a / 40 + 1e-3 * torch.eye(90))
