@@ -13,8 +13,8 @@ timings raysfl does not report itself (see ``fedavg_work``):
 * the last evaluation's end: when the driver receives the final evaluation (the last report of the run,
   fetched by the coordinator's final drain right when it is done).
 
-raysfl issues the initial evaluation and round 1's jobs together, so its start-up does not wait for the
-round-0 evaluation (the server evaluates while the pools train); Flower evaluates first.
+raysfl submits the initial evaluation before round 1's jobs, and the server runs its calls in order, so
+the jobs' models (``send_model``) wait for the round-0 evaluation, as Flower's round 1 does.
 
 Usage (prints a one-row markdown table):
     python benchmarks/peers/raysfl_fedavg.py [key=value ...] [--data-dir DIR] [--out DIR] [--result FILE]
