@@ -108,7 +108,7 @@ class LabelGaussians:
                 self.cov[y].add_(ridge)
 
 
-MERGE_ROWS = 64  # rows of Σ per block of the in-place merge: two 64 × 3136 float32 blocks fit in L2
+MERGE_ROWS = 64  # rows of Σ per block of the in-place merge (32-128 timed alike at d = 3136, 2 threads)
 
 
 def _merge_full(
