@@ -168,6 +168,10 @@ class ServerHost:
             spec.make_server(setup, build_model(setup), x, y, seed, device), ServerLogic, spec
         )
         self._externals = {"setup": setup, "test_x": x, "test_y": y, "transform": transform}
+        # Random layers of the server model (dropout) draw from the process-global generator: start it from
+        # the scenario's seed, so the server draws the same masks in-process as in its own actor, whatever
+        # ran in the process before (the clients' draws leave it untouched: algorithms.common.own_rng).
+        torch.manual_seed(torch_seed(setup.scenario.seed, "server", "global"))
 
     def call(self, method: str, *args: Any, pace_wall_s: float = 0.0) -> Any:
         """Run ``logic.method(*args)``; with ``pace_wall_s`` take at least that long (realtime mode)."""

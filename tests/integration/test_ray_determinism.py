@@ -95,3 +95,44 @@ def test_real_one_channel_data_gives_the_same_bits_locally_and_on_ray(ray_sessio
     run(scenario_from_dict(_fmnist(fmnist_dir)), tmp_path / "local", backend="local")
     run(scenario_from_dict(_fmnist(fmnist_dir)), tmp_path / "ray", backend="ray")
     assert rows(tmp_path / "ray") == rows(tmp_path / "local")
+
+
+def _dropout_scenario(method: str) -> dict:
+    """A tiny run of a model with dropout on both sides of the cut (ViT-small, narrowed)."""
+    return {
+        "name": f"dropout-{method}",
+        "seed": 8,
+        "data": {
+            "dataset": "synthetic",
+            "partition": "iid",
+            "synthetic_train": 240,
+            "synthetic_test": 60,
+            "synthetic_channels": 3,
+            "synthetic_image_size": 16,
+        },
+        "model": {"name": "vit_small", "vit_patch_size": 8, "vit_embed_dim": 32},
+        "federation": {"num_clients": 4, "active_clients": 3},
+        "train": {"global_iterations": 2, "local_iterations": 2, "batch_size": 8},
+        "algorithm": {"name": method, **({"params": {"q_s": 2, "q_c": 2}} if method == "gas" else {})},
+        "metrics": {"progress": False, "tensorboard": False},
+    }
+
+
+@pytest.mark.parametrize("method", ["fedavg", "gas"])
+def test_dropout_masks_do_not_depend_on_the_pool_or_the_process(ray_session, tmp_path, method):
+    """Dropout draws from torch's process-global generator. Clients draw from their own streams and the
+    server's starts from the scenario seed, so 2 Ray pools, one process, and one process whose generator
+    was used before all give the same bits (before the fix the pools' histories leaked into the masks)."""
+    import torch
+
+    sc = _dropout_scenario(method)
+    run(scenario_from_dict(sc), tmp_path / "local", backend="local")
+    torch.manual_seed(12345)
+    torch.rand(7)  # what another run in this process might leave behind
+    run(scenario_from_dict(sc), tmp_path / "local_again", backend="local")
+    run(scenario_from_dict(sc, ["engine.pools=2"]), tmp_path / "ray", backend="ray")
+    reference = _metrics(tmp_path / "local")
+    assert reference[-1][3] != reference[0][3], "the run did not train"
+    assert _metrics(tmp_path / "local_again") == reference
+    assert _metrics(tmp_path / "ray") == reference
+    assert _events(tmp_path / "ray") == _events(tmp_path / "local")

@@ -32,8 +32,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from raysfl.algorithms.common.fsl_round import EpochCursor, seeded
+from raysfl.algorithms.common.fsl_round import EpochCursor
 from raysfl.algorithms.common.optim import clip, make_optimizer
+from raysfl.algorithms.common.own_rng import seeded
 from raysfl.algorithms.config import TrainConfig
 
 Batch = tuple[torch.Tensor, torch.Tensor]

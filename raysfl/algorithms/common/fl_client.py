@@ -33,6 +33,7 @@ from torch import nn
 from raysfl import profiling
 from raysfl.algorithms.common.batching import BatchCursor
 from raysfl.algorithms.common.optim import clip, make_optimizer
+from raysfl.algorithms.common.own_rng import draws_randomness, seeded_if
 from raysfl.algorithms.config import TrainConfig
 
 Transform = Callable[[np.ndarray, torch.Generator], torch.Tensor]
@@ -116,6 +117,7 @@ class FLClient:
         self.transform = transform
         self.train_cfg = train
         self.proximal = float(proximal)
+        self.random_layers = draws_randomness(model)  # dropout draws from the client's own stream
 
     def init_state(self, client: int, indices: np.ndarray, seed_seq: np.random.SeedSequence) -> FLClientState:
         """A fresh idle client: data cursor and its own RNG streams (batch order, augmentation).
@@ -160,22 +162,23 @@ class FLClient:
         self.model.train()
         if self.objective is not None:
             self.objective.begin(state, self.model, params)
-        for _ in range(self.train_cfg.local_iterations if steps is None else int(steps)):
-            with profiling.section("client.data"):
-                x, y = self.next_batch(state)
-            with profiling.section("client.forward_backward", len(y)):
-                optimizer.zero_grad(set_to_none=True)
-                if self.objective is not None:
-                    loss = self.objective.loss(state, self.model, params, x, y)
-                else:
-                    loss = F.cross_entropy(self.model(x), y)
-                if anchor is not None:
-                    gap = sum(((p - a) ** 2).sum() for p, a in zip(params, anchor, strict=True))
-                    loss = loss + 0.5 * self.proximal * gap
-                loss.backward()
-            with profiling.section("client.optimizer"):
-                clip(params, self.train_cfg.clip_grad_norm)
-                optimizer.step()
+        with seeded_if(self.random_layers, state.torch_gen):
+            for _ in range(self.train_cfg.local_iterations if steps is None else int(steps)):
+                with profiling.section("client.data"):
+                    x, y = self.next_batch(state)
+                with profiling.section("client.forward_backward", len(y)):
+                    optimizer.zero_grad(set_to_none=True)
+                    if self.objective is not None:
+                        loss = self.objective.loss(state, self.model, params, x, y)
+                    else:
+                        loss = F.cross_entropy(self.model(x), y)
+                    if anchor is not None:
+                        gap = sum(((p - a) ** 2).sum() for p, a in zip(params, anchor, strict=True))
+                        loss = loss + 0.5 * self.proximal * gap
+                    loss.backward()
+                with profiling.section("client.optimizer"):
+                    clip(params, self.train_cfg.clip_grad_norm)
+                    optimizer.step()
         if self.objective is not None:
             self.objective.end(state, self.model, params)
         state.jobs += 1

@@ -23,8 +23,6 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -161,19 +159,6 @@ class EpochCursor(BatchCursor):
         if self.drop_last and len(out) < self.batch_size and self.num_samples >= self.batch_size:
             out = super().next_positions(rng)
         return out
-
-
-@contextmanager
-def seeded(generator: torch.Generator) -> Iterator[None]:
-    """Run the block with the CPU RNG seeded from ``generator`` and restore it after (dropout masks).
-
-    Dropout draws from the global generator; seeding it from the owner's own stream makes the masks
-    independent of which process (pool) runs the call.
-    """
-    seed = int(torch.randint(0, 2**62, (1,), generator=generator))
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        yield
 
 
 def normal_init(modules: list[torch.nn.Module | None], std: float, seed: int) -> None:

@@ -41,8 +41,9 @@ from raysfl.algorithms.common.aggregate import weighted_average
 from raysfl.algorithms.common.device import loss_zero
 from raysfl.algorithms.common.evaluate import evaluate_split_aux
 from raysfl.algorithms.common.fsl_accounting import GIB, tensor_bytes, tensor_numel
-from raysfl.algorithms.common.fsl_round import FSLRules, normal_init, seeded
+from raysfl.algorithms.common.fsl_round import FSLRules, normal_init
 from raysfl.algorithms.common.optim import clip, make_optimizer
+from raysfl.algorithms.common.own_rng import seeded
 
 Weights = dict[str, Any]
 SHARED = -1  # key of the single server model

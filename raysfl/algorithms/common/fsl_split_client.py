@@ -5,7 +5,8 @@ step (Thapa et al., SplitFed; CSE-FSL spec §4.3). What this adds to :class:`Spl
 
 * the learning rate of the round is passed to :meth:`start` (η_r = η·γ^⌊r/s⌋);
 * the data cursor can drop each epoch's last partial batch (:class:`EpochCursor`);
-* forward passes draw dropout masks from the client's own stream (:func:`seeded`).
+* every forward pass seeds the dropout masks from the client's own stream, whatever the model
+  (``seed_forward``; :class:`SplitClient` does so only for models with random layers).
 
 Contract with the engine: ``start(state, weights, lr) -> (smashed, labels)``, ``step(state, grads) ->
 (smashed, labels)``, ``finish(state, grads) -> weights`` (see :mod:`split_client`).
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from raysfl.algorithms.common.fsl_round import EpochCursor, seeded
+from raysfl.algorithms.common.fsl_round import EpochCursor
 from raysfl.algorithms.common.split_client import Batch, SplitClient, SplitClientState
 
 
@@ -28,6 +29,7 @@ class FSLSplitClient(SplitClient):
     def __init__(self, *args: Any, drop_last: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.drop_last = drop_last
+        self.seed_forward = True  # every forward seeds the global generator from the client's stream
 
     def init_state(
         self, client: int, indices: np.ndarray, seed_seq: np.random.SeedSequence
@@ -41,14 +43,8 @@ class FSLSplitClient(SplitClient):
 
     def start(self, state: SplitClientState, weights: dict[str, torch.Tensor], lr: float) -> Batch:
         """Load x_c^t, create the optimizer at the round's ``lr``, forward the first minibatch."""
-        with seeded(state.torch_gen):
-            out = super().start(state, weights)
+        out = super().start(state, weights)
         assert state.optimizer is not None
         for group in state.optimizer.param_groups:
             group["lr"] = lr
         return out
-
-    def step(self, state: SplitClientState, grads: torch.Tensor) -> Batch:
-        """Apply the server's gradient and forward the next minibatch."""
-        with seeded(state.torch_gen):
-            return super().step(state, grads)

@@ -33,6 +33,7 @@ from torch import nn
 from raysfl import profiling
 from raysfl.algorithms.common.batching import BatchCursor
 from raysfl.algorithms.common.optim import clip, make_optimizer
+from raysfl.algorithms.common.own_rng import draws_randomness, seeded_if
 from raysfl.algorithms.config import TrainConfig
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -75,6 +76,7 @@ class SplitClient:
         self.shared_optimizer_state = shared_optimizer_state
         self._param_names = [n for n, _ in model.named_parameters()]
         self._shared_state: dict[str, Any] | None = None
+        self.seed_forward = draws_randomness(model)  # dropout masks from the client's own stream
 
     def init_state(
         self, client: int, indices: np.ndarray, seed_seq: np.random.SeedSequence
@@ -113,17 +115,18 @@ class SplitClient:
             raise RuntimeError(f"client {state.client}: forward before start (no client-side model)")
         if state.pending_x is not None:
             raise RuntimeError(f"invariant broken: client {state.client} has two forward passes in flight")
-        with profiling.section("client.data"):
-            pos = state.cursor.next_positions(state.rng)
-            idx = state.indices[pos]
-            x = self.transform(self.train_x[idx], state.torch_gen)
-            y = torch.from_numpy(np.asarray(self.train_y[idx], dtype=np.int64))
-        state.pending_x, state.pending_rng = x, torch.get_rng_state()
-        self.model.train()
-        with profiling.section("client.forward", len(y)):
-            scratch = {n: b.clone() for n, b in (state.buffers or {}).items()}  # running stats: updated later
-            with torch.no_grad():
-                out = torch.func.functional_call(self.model, (state.params, scratch), (x,))
+        with seeded_if(self.seed_forward, state.torch_gen):  # the seed is drawn before the batch's draws
+            with profiling.section("client.data"):
+                pos = state.cursor.next_positions(state.rng)
+                idx = state.indices[pos]
+                x = self.transform(self.train_x[idx], state.torch_gen)
+                y = torch.from_numpy(np.asarray(self.train_y[idx], dtype=np.int64))
+            state.pending_x, state.pending_rng = x, torch.get_rng_state()
+            self.model.train()
+            with profiling.section("client.forward", len(y)):
+                scratch = {n: b.clone() for n, b in (state.buffers or {}).items()}  # running stats: later
+                with torch.no_grad():
+                    out = torch.func.functional_call(self.model, (state.params, scratch), (x,))
         return out, y
 
     def _backward(self, state: SplitClientState, grads: torch.Tensor) -> None:

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from raysfl.algorithms.common.fl_client import FLClient, FLClientState, Weights
 from raysfl.algorithms.common.fl_server import mix_models
 from raysfl.algorithms.common.optim import clip
+from raysfl.algorithms.common.own_rng import seeded_if
 from raysfl.algorithms.fedasmu.control import clamp, device_phi, merge_gradients, squash
 from raysfl.algorithms.fedasmu.slots import ACTIONS, choose_action, next_slot, q_update
 
@@ -176,6 +177,30 @@ class MUClient(FLClient):
         self.model.train()
         params = [q for q in self.model.parameters() if q.requires_grad]
         opt = torch.optim.SGD(params, lr=job["lr"], weight_decay=self.train_cfg.weight_decay)
+        with seeded_if(self.random_layers, state.torch_gen):
+            self._epochs(state, opt, params, first, last)
+        state.weights = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        if last < self.p.local_epochs:
+            return None
+        if state.pending is not None:
+            raise RuntimeError(
+                f"invariant broken: client {state.client} ends a training with a fresh model unmerged"
+            )
+        out = {"weights": state.weights, "meta": dict(state.meta)}
+        state.weights, state.job = None, {}
+        state.jobs += 1
+        return out
+
+    def _epochs(
+        self,
+        state: MUClientState,
+        opt: torch.optim.Optimizer,
+        params: list[torch.Tensor],
+        first: int,
+        last: int,
+    ) -> None:
+        """Local epochs ``first``..``last`` of Eq. (6), merging a pending fresh model at an epoch's start."""
+        job = state.job
         for epoch in range(first, last + 1):
             for step in range(job["epoch_steps"]):
                 x, y = self.next_batch(state)
@@ -192,14 +217,3 @@ class MUClient(FLClient):
                 clip(params, self.train_cfg.clip_grad_norm)
                 opt.step()
                 state.meta["steps"] += 1
-        state.weights = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
-        if last < self.p.local_epochs:
-            return None
-        if state.pending is not None:
-            raise RuntimeError(
-                f"invariant broken: client {state.client} ends a training with a fresh model unmerged"
-            )
-        out = {"weights": state.weights, "meta": dict(state.meta)}
-        state.weights, state.job = None, {}
-        state.jobs += 1
-        return out

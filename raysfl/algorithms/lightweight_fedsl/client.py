@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from raysfl.algorithms.common.batching import BatchCursor
+from raysfl.algorithms.common.own_rng import draws_randomness, seeded_if
 from raysfl.algorithms.lightweight_fedsl.dropout import drop, dropout_mask, restore
 from raysfl.algorithms.lightweight_fedsl.params import LightweightFedSLParams
 from raysfl.algorithms.lightweight_fedsl.pruning import (
@@ -99,6 +100,7 @@ class FedSLClient:
         self._names = [n for n, _ in model.named_parameters()]
         self._prunable = [n for n, t in model.named_parameters() if is_prunable(n, t)]
         self.label_dtype = torch.int32 if params.label_dtype == "int32" else torch.int64
+        self.random_layers = draws_randomness(model)  # dropout layers draw from the client's own stream
 
     def init_state(
         self, client: int, indices: np.ndarray, seed_seq: np.random.SeedSequence
@@ -122,15 +124,16 @@ class FedSLClient:
         """
         if state.pending_x is not None:
             raise RuntimeError(f"invariant broken: client {state.client} has two forward passes in flight")
-        pos = state.cursor.next_positions(state.rng)
-        idx = state.indices[pos]
-        x = self.transform(self.train_x[idx], state.torch_gen)
-        y = torch.from_numpy(np.asarray(self.train_y[idx])).to(self.label_dtype)
-        state.pending_x, state.pending_rng = x, torch.get_rng_state()
-        self.model.train()
-        scratch = {n: b.clone() for n, b in state.buffers.items()}
-        with torch.no_grad():
-            acts = torch.func.functional_call(self.model, (state.params, scratch), (x,))
+        with seeded_if(self.random_layers, state.torch_gen):
+            pos = state.cursor.next_positions(state.rng)
+            idx = state.indices[pos]
+            x = self.transform(self.train_x[idx], state.torch_gen)
+            y = torch.from_numpy(np.asarray(self.train_y[idx])).to(self.label_dtype)
+            state.pending_x, state.pending_rng = x, torch.get_rng_state()
+            self.model.train()
+            scratch = {n: b.clone() for n, b in state.buffers.items()}
+            with torch.no_grad():
+                acts = torch.func.functional_call(self.model, (state.params, scratch), (x,))
         p = self.p.dropout
         mask = dropout_mask(self.seed, state.client, round_index, acts.shape, p, self.p.dropout_granularity)
         state.pending_mask, state.pending_round = mask, round_index
