@@ -26,18 +26,6 @@ class ClientPool(Profiled):
         """Run one client step (``start``, ``step``, ``finish``, ...), paced in realtime mode."""
         return self.host.call(method, client, *args, pace_wall_s=pace_wall_s)
 
-    def take_state(self, client: int) -> Any:
-        """Hand over ``client``'s state (least-loaded placement moves it to another pool)."""
-        return self.host.take_state(client)
-
-    def put_state(self, client: int, tree: Any) -> None:
-        """Adopt a client state another pool handed over."""
-        self.host.put_state(client, tree)
-
-    def pins_clients(self) -> bool:
-        """Whether the client logic keeps client state of its own (then clients stay in their blocks)."""
-        return self.host.pins_clients()
-
     def snapshot(self) -> dict[str, Any]:
         """Checkpoint: the pool's logic and its clients' states (plain data and tensors)."""
         return self.host.snapshot()

@@ -22,11 +22,8 @@ class ClientLogic(Protocol):
     ``Call(CLIENT, <method>, args, client=k)``; each receives client k's state first, then ``args`` (a
     :class:`Slot` argument arrives as the value the call that filled it returned).
 
-    A client's state must be everything the logic knows of that client: with ``engine.placement =
-    "least-loaded"`` an idle client's state moves to another pool. A logic that keeps client state of its
-    own (a dict keyed by client, a buffer one client leaves to the next) sets ``pins_clients = True``, and
-    its clients stay in their pools. Random layers must draw from the client's stream, not from the
-    process (``raysfl.algorithms.common.own_rng.seeded_if``).
+    Random layers (dropout) must draw from the client's stream, not from the process that runs the call
+    (:func:`raysfl.algorithms.common.own_rng.seeded_if`), or the numbers depend on the pool.
     """
 
     def init_state(self, client: int, indices: np.ndarray, seed_seq: np.random.SeedSequence) -> Any:

@@ -15,12 +15,6 @@ class EngineConfig:
     clients_per_pool: int = option(
         0, ge=0, doc="clients per pool; 0 = spread K clients evenly over `pools`; 1 = one actor per client"
     )
-    placement: str = option(
-        "blocks",
-        choices=("blocks", "least-loaded"),
-        doc="client -> pool: fixed blocks of clients, or each idle client to the pool with the fewest calls "
-        "in flight (same numbers, less waiting when few clients are active; ray backend)",
-    )
     clock: str = option(
         "virtual",
         choices=("virtual", "realtime"),

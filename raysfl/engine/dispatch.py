@@ -140,13 +140,7 @@ class LocalDispatcher:
 
     def placement(self) -> dict[str, Any]:
         """Everything runs in this process."""
-        return {
-            "device": "cpu",
-            "device_name": "cpu",
-            "node_id": "local",
-            "pool_nodes": ["local"],
-            "pool_placement": "blocks",
-        }
+        return {"device": "cpu", "device_name": "cpu", "node_id": "local", "pool_nodes": ["local"]}
 
     def snapshot(self) -> dict[str, Any]:
         """The server, the single in-process pool and the live slot values."""

@@ -124,20 +124,6 @@ class ClientHost:
         with profiling.section("client." + method), paced(pace_wall_s):
             return _method(self.logic, method)(self.state(client), *args)
 
-    def take_state(self, client: int) -> Any:
-        """Remove ``client``'s state and return it as a plain tree (it moves to another pool), or ``None``."""
-        st = self.states.pop(client, None)
-        return None if st is None else capture(st, self._externals)
-
-    def put_state(self, client: int, tree: Any) -> None:
-        """Adopt a state :meth:`take_state` returned in another pool (``None``: nothing to adopt)."""
-        if tree is not None:
-            self.states[client] = rebuild(tree, self._externals)
-
-    def pins_clients(self) -> bool:
-        """Whether the logic keeps client state of its own (``pins_clients``): then clients must not move."""
-        return bool(getattr(self.logic, "pins_clients", False))
-
     def snapshot(self) -> dict[str, Any]:
         """The pool's logic, every client state created so far (one tree each) and the torch RNG state."""
         ext = self._externals

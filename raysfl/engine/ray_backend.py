@@ -25,7 +25,6 @@ from ray.exceptions import ObjectLostError, RayActorError
 
 from raysfl import profiling
 from raysfl.algorithms.actions import SERVER, Call, Report, Slot
-from raysfl.engine.balance import PLACEMENTS, LeastLoaded
 from raysfl.engine.dispatch import Ready, WorkerLostError, backend_snapshot, pool_snapshots
 from raysfl.engine.snapshot import rebuild
 
@@ -43,11 +42,7 @@ def _lost_workers() -> Iterator[None]:
 
 
 class RayDispatcher:
-    """Dispatches to Ray actors: client calls to a pool, the rest to ``server``.
-
-    A client's pool is ``pool_of(client)``, or with ``placement = "least-loaded"`` the pool with the fewest
-    calls in flight when the client is idle (:mod:`raysfl.engine.balance`).
-    """
+    """Dispatches to Ray actors: ``pools[pool_of(client)]`` for client calls, ``server`` for the rest."""
 
     def __init__(
         self,
@@ -56,21 +51,10 @@ class RayDispatcher:
         server: Any,
         max_inflight: int,
         time_scale: float | None = None,
-        placement: str = "blocks",
     ) -> None:
-        if placement not in PLACEMENTS:
-            raise ValueError(f"engine.placement must be one of {PLACEMENTS}, got {placement!r}")
         self.time_scale = time_scale
         self.pools = pools
         self.pool_of = pool_of
-        self.balancer: LeastLoaded | None = None
-        self.pool_placement = "blocks"
-        if placement == "least-loaded" and len(pools) > 1:
-            if ray.get(pools[0].pins_clients.remote()):
-                self.pool_placement = "blocks (the method's client logic pins its clients)"
-            else:
-                self.balancer = LeastLoaded(len(pools), _finished)
-                self.pool_placement = "least-loaded"
         self.server = server
         self.max_inflight = max_inflight
         self.slots: dict[tuple[Any, ...], ray.ObjectRef] = {}
@@ -97,10 +81,8 @@ class RayDispatcher:
             if action.target == SERVER:
                 ref = self.server.call.remote(action.method, *args, pace_wall_s=pace)
             else:
-                index = self._pool_for(action.client)
-                ref = self.pools[index].call.remote(action.method, action.client, *args, pace_wall_s=pace)
-                if self.balancer is not None:
-                    self.balancer.submitted(action.client, index, ref)
+                pool = self.pools[self.pool_of(action.client)]
+                ref = pool.call.remote(action.method, action.client, *args, pace_wall_s=pace)
         for slot in action.free:
             self.slots.pop(slot.name, None)
         if action.out is not None:
@@ -110,18 +92,6 @@ class RayDispatcher:
         while len(self._inflight) > self.max_inflight:
             with _lost_workers(), profiling.section("ray.backpressure_wait"):
                 ray.wait([self._inflight.popleft()], fetch_local=False)
-
-    def _pool_for(self, client: int) -> int:
-        """The pool of the client's next call; with least-loaded placement its state may move there first."""
-        if self.balancer is None:
-            return self.pool_of(client)
-        index, source = self.balancer.place(client)
-        if source is not None:  # the old pool hands the state to the new one; the driver never sees it
-            state = self.pools[source].take_state.remote(client)
-            adopted = self.pools[index].put_state.remote(client, state)
-            self.balancer.also_busy(index, adopted)
-            self._inflight.extend((state, adopted))
-        return index
 
     def ready(self, slot: Slot) -> bool:
         """Whether the call producing ``slot`` has finished (without fetching its value)."""
@@ -179,8 +149,6 @@ class RayDispatcher:
         with _lost_workers():
             ray.get([p.restore.remote(part) for p, part in zip(self.pools, parts, strict=True)])
             ray.get(self.server.restore.remote(snap["server"]))
-        if self.balancer is not None:
-            self.balancer.reset({c: i for i, part in enumerate(parts) for c in part["states"]})
         self.slots = {name: ray.put(value) for name, value in rebuild(snap["slots"]).items()}
 
     def kill_pool(self, index: int) -> int:
@@ -195,11 +163,7 @@ class RayDispatcher:
     def placement(self) -> dict[str, Any]:
         """Where the actors run: the server's device and node, and each pool's node."""
         server = ray.get(self.server.describe.remote())
-        nodes = ray.get([p.node_id.remote() for p in self.pools])
-        out = {**server, "pool_nodes": nodes, "pool_placement": self.pool_placement}
-        if self.balancer is not None:
-            out["client_moves"] = self.balancer.moves
-        return out
+        return {**server, "pool_nodes": ray.get([p.node_id.remote() for p in self.pools])}
 
     def collect_profiles(self) -> None:
         """Profiling only: add every actor's report to this process's profiler.
@@ -229,12 +193,6 @@ class RayDispatcher:
 
 
 TASK_EVENT_FLUSH_S = 2.0
-
-
-def _finished(ref: ray.ObjectRef) -> bool:
-    """Whether the call behind ``ref`` has finished (does not wait, fetches nothing)."""
-    ready, _ = ray.wait([ref], timeout=0, fetch_local=False)
-    return bool(ready)
 
 
 def task_phases(

@@ -385,8 +385,6 @@ def _attempt(
         except KeyboardInterrupt:
             interrupted = True
             totals = coordinator.totals
-        if "client_moves" in placement:  # least-loaded placement: how often a client changed pools
-            placement["client_moves"] = dispatcher.placement()["client_moves"]
         return totals, placement, interrupted
     finally:
         with profiling.section("teardown"):

@@ -35,19 +35,14 @@ def undisturbed(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize(
-    ("checkpoint_every", "placement"),
-    [(2, "blocks"), (0, "blocks"), (2, "least-loaded")],
-    ids=["from-checkpoint", "from-start", "from-checkpoint-moving-clients"],
-)
+@pytest.mark.parametrize("checkpoint_every", [2, 0], ids=["from-checkpoint", "from-start"])
 def test_killed_pool_is_replaced_and_the_run_ends_as_if_undisturbed(
-    ray_session, undisturbed, tmp_path, checkpoint_every, placement, capsys
+    ray_session, undisturbed, tmp_path, checkpoint_every, capsys
 ):
     overrides = [
         "engine.pools=2",
         "engine.kill_pool_at_iteration=3",
         f"engine.checkpoint_every={checkpoint_every}",
-        f"engine.placement={placement}",
     ]
     summary = run(scenario_from_dict(TINY, overrides), tmp_path / "run", backend="ray")
     err = capsys.readouterr().err

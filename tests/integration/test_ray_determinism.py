@@ -111,8 +111,8 @@ def _dropout_scenario(method: str) -> dict:
             "synthetic_image_size": 16,
         },
         "model": {"name": "vit_small", "vit_patch_size": 8, "vit_embed_dim": 32},
-        "federation": {"num_clients": 6, "active_clients": 2},
-        "train": {"global_iterations": 6, "local_iterations": 2, "batch_size": 8},
+        "federation": {"num_clients": 4, "active_clients": 3},
+        "train": {"global_iterations": 2, "local_iterations": 2, "batch_size": 8},
         "algorithm": {"name": method, **({"params": {"q_s": 2, "q_c": 2}} if method == "gas" else {})},
         "metrics": {"progress": False, "tensorboard": False},
     }
@@ -131,26 +131,8 @@ def test_dropout_masks_do_not_depend_on_the_pool_or_the_process(ray_session, tmp
     torch.rand(7)  # what another run in this process might leave behind
     run(scenario_from_dict(sc), tmp_path / "local_again", backend="local")
     run(scenario_from_dict(sc, ["engine.pools=2"]), tmp_path / "ray", backend="ray")
-    # at most 2 calls in flight: the coordinator cannot run far ahead, so clients are often idle and move
-    moving = ["engine.pools=2", "engine.placement=least-loaded", "engine.max_inflight=2"]
-    summary = run(scenario_from_dict(sc, moving), tmp_path / "moving", backend="ray")
     reference = _metrics(tmp_path / "local")
     assert reference[-1][3] != reference[0][3], "the run did not train"
     assert _metrics(tmp_path / "local_again") == reference
     assert _metrics(tmp_path / "ray") == reference
     assert _events(tmp_path / "ray") == _events(tmp_path / "local")
-    # clients whose states move between pools (engine.balance) compute the same bits
-    assert summary["placement"]["pool_placement"] == "least-loaded"
-    assert summary["placement"]["client_moves"] > 0, "no client changed pools: the moves are not exercised"
-    assert _metrics(tmp_path / "moving") == reference
-    assert _events(tmp_path / "moving") == _events(tmp_path / "local")
-
-
-def test_a_method_that_keeps_client_state_in_its_logic_keeps_its_blocks(ray_session, tmp_path):
-    """MiniBatch-SFL's client logic remembers each client's cut: least-loaded placement falls back."""
-    sc = {**TINY, "algorithm": {"name": "minibatch_sfl"}}
-    overrides = ["engine.pools=2", "engine.placement=least-loaded"]
-    summary = run(scenario_from_dict(sc, overrides), tmp_path / "ray", backend="ray")
-    assert summary["placement"]["pool_placement"].startswith("blocks (")
-    run(scenario_from_dict(sc), tmp_path / "local", backend="local")
-    assert _metrics(tmp_path / "ray") == _metrics(tmp_path / "local")

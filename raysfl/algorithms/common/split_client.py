@@ -74,7 +74,6 @@ class SplitClient:
         self.transform = transform
         self.train = train
         self.shared_optimizer_state = shared_optimizer_state
-        self.pins_clients = shared_optimizer_state  # one momentum buffer, client to client: no moves
         self._param_names = [n for n, _ in model.named_parameters()]
         self._shared_state: dict[str, Any] | None = None
         self.seed_forward = draws_randomness(model)  # dropout masks from the client's own stream

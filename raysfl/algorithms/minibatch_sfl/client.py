@@ -53,7 +53,6 @@ class SyncSplitClient:
             for split, n in cuts.items()
         }
         self.split_of: dict[int, str] = {}
-        self.pins_clients = True  # split_of is per-client state kept here: clients stay in their pool
 
     def init_state(
         self, client: int, indices: np.ndarray, seed_seq: np.random.SeedSequence
