@@ -109,6 +109,39 @@ def test_server_step_is_eq7_and_returns_each_clients_gradient(batching):
         assert torch.allclose(p_new, p_old - lr * gs / 3, atol=1e-6)
 
 
+def test_client_step_with_dropout_is_the_gradient_through_the_dropped_activations():
+    """Eq. (3), (8): with p > 0 the client's step is w_c − η ∂L/∂w_c of L = CE(w_s(δ⊙A(w_c)/(1−p))),
+    here by autograd end to end (no pruning, no quantization): the downlink's kept gradients, scaled back
+    by δ/(1−p) on the client, are the chain rule through the dropout mask."""
+    setup = _setup(["algorithm.params.prune_final=0.0", "algorithm.params.quant_bits=32"])
+    p, seed, lr, b = setup.params.dropout, setup.scenario.seed, setup.scenario.train.lr, 4
+    model = _model(bn=False)
+    reference = copy.deepcopy(model)
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 255, (2 * b, 3, 32, 32), dtype=np.uint8)
+    y = rng.integers(0, 10, 2 * b)
+
+    def tf(imgs, gen):
+        return torch.from_numpy(imgs).float() / 255
+
+    client = FedSLClient(model.client, x, y, tf, setup.params, batch_size=b, weight_decay=0.0, seed=seed)
+    no_test = torch.zeros(0, 3, 32, 32), torch.zeros(0, dtype=torch.long)
+    server = FedSLServer(setup, model, *no_test, seed, "cpu")
+    state = client.init_state(0, np.arange(2 * b), np.random.SeedSequence(0))
+    twin = copy.deepcopy(state)  # draws the same minibatch, to rebuild it here
+    idx = twin.indices[twin.cursor.next_positions(twin.rng)]
+    server.step(1, (0,), client.forward(state, 1))
+    client.backward(state, server.gradient(0), 1, 0.0, lr)
+
+    acts = reference.client(tf(x[idx], None))
+    mask = torch.from_numpy(dropout_mask(seed, 0, 1, acts.shape, p))
+    assert 0 < int(mask.sum()) < mask.numel()
+    loss = F.cross_entropy(reference.server(acts * mask / (1 - p)), torch.from_numpy(y[idx]))
+    grads = torch.autograd.grad(loss, list(reference.client.parameters()))
+    for (name, w0), g in zip(reference.client.named_parameters(), grads, strict=True):
+        assert torch.allclose(state.params[name], w0 - lr * g, atol=1e-6), name
+
+
 def test_traditional_fedsl_round_equals_centralised_sgd_without_batchnorm():
     """Baseline (ρ_f = 0, no Q, p = 0, I = 1), IID, no BN: one round = one SGD step of the whole model on the
     K·b batch with the mean of the per-client mean losses (spec §7 checklist)."""
