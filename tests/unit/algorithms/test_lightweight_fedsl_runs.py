@@ -115,7 +115,7 @@ def test_client_step_with_dropout_is_the_gradient_through_the_dropped_activation
     by δ/(1−p) on the client, are the chain rule through the dropout mask."""
     setup = _setup(["algorithm.params.prune_final=0.0", "algorithm.params.quant_bits=32"])
     p, seed, lr, b = setup.params.dropout, setup.scenario.seed, setup.scenario.train.lr, 4
-    model = _model(bn=False)
+    model = _model(bn=True)  # without BatchNorm this narrow VGG's client gradients are ~1e-9
     reference = copy.deepcopy(model)
     rng = np.random.default_rng(1)
     x = rng.integers(0, 255, (2 * b, 3, 32, 32), dtype=np.uint8)
@@ -139,7 +139,10 @@ def test_client_step_with_dropout_is_the_gradient_through_the_dropped_activation
     loss = F.cross_entropy(reference.server(acts * mask / (1 - p)), torch.from_numpy(y[idx]))
     grads = torch.autograd.grad(loss, list(reference.client.parameters()))
     for (name, w0), g in zip(reference.client.named_parameters(), grads, strict=True):
-        assert torch.allclose(state.params[name], w0 - lr * g, atol=1e-6), name
+        assert torch.allclose(state.params[name], w0 - lr * g, rtol=1e-4, atol=1e-7), name
+    steps = [(state.params[n] - w).detach().abs().max() for n, w in reference.client.named_parameters()]
+    moved = max(float(d) for d in steps)
+    assert moved > 1e-4, "the step is too small to test anything"
 
 
 def test_traditional_fedsl_round_equals_centralised_sgd_without_batchnorm():
