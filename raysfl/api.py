@@ -20,6 +20,9 @@ strings, lists, dicts, dataclasses), numpy arrays and generators, torch tensors,
 but no autograd graph and no open handle: checkpoints capture them with ``raysfl.engine.snapshot``, and
 every class of an object they keep must be listed in ``AlgorithmSpec.state_classes``.
 
+A client whose model has random layers (dropout) runs them under :func:`seeded_if` with its own generator
+(:func:`draws_randomness` tells whether a model has such layers), so its masks do not depend on the pool.
+
 ``docs/writing-a-method.md`` builds a complete method from zero on top of this module.
 """
 
@@ -45,6 +48,7 @@ from raysfl.algorithms.actions import (
     Stop,
 )
 from raysfl.algorithms.base import AlgorithmSpec, RunSetup
+from raysfl.algorithms.common.own_rng import draws_randomness, seeded_if
 from raysfl.algorithms.protocols import ClientLogic, Policy, ServerLogic
 from raysfl.config import option
 
@@ -159,7 +163,9 @@ __all__ = [
     "Stop",
     "check_logic",
     "check_spec",
+    "draws_randomness",
     "members",
     "missing_members",
     "option",
+    "seeded_if",
 ]

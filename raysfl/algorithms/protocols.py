@@ -23,7 +23,7 @@ class ClientLogic(Protocol):
     :class:`Slot` argument arrives as the value the call that filled it returned).
 
     Random layers (dropout) must draw from the client's stream, not from the process that runs the call
-    (:func:`raysfl.algorithms.common.own_rng.seeded_if`), or the numbers depend on the pool.
+    (:func:`raysfl.api.seeded_if`), or the numbers depend on the pool.
     """
 
     def init_state(self, client: int, indices: np.ndarray, seed_seq: np.random.SeedSequence) -> Any:
