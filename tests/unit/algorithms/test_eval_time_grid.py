@@ -41,7 +41,14 @@ def _grid_pick(rows: list[dict], every_s: float) -> list[dict]:
 
 
 FAMILIES = [
-    "gas", "fedavg", "fedasync", "minibatch_sfl", "fedasmu", "fedssmu", "cse_fsl", "lightweight_fedsl",
+    "gas",
+    "fedavg",
+    "fedasync",
+    "minibatch_sfl",
+    "fedasmu",
+    "fedssmu",
+    "cse_fsl",
+    "lightweight_fedsl",
 ]
 
 

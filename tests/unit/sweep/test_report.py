@@ -245,6 +245,8 @@ def test_sweep_trials_record_their_link_labels(tmp_path):
     )
     sweep = load_sweep(tmp_path / "s.toml")
     assert [(t.name, dict(t.labels)) for t in sweep.trials] == [
-        ("seed1_mc", {"method": "mc"}), ("seed1_avg", {"method": "avg"}),
-        ("seed2_mc", {"method": "mc"}), ("seed2_avg", {"method": "avg"}),
+        ("seed1_mc", {"method": "mc"}),
+        ("seed1_avg", {"method": "avg"}),
+        ("seed2_mc", {"method": "mc"}),
+        ("seed2_avg", {"method": "avg"}),
     ]
