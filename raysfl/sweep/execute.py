@@ -57,15 +57,28 @@ def local_resources() -> dict[str, float]:
     return {"CPU": float(cpus), "GPU": float(torch.cuda.device_count())}
 
 
-def plan(sweep: Sweep, cluster: dict[str, Any]) -> list[tuple[str, dict[str, Any], TrialResources]]:
-    """(trial name, its assignments, its resources) for every trial, in the order Tune starts them."""
-    return [(t.name, dict(t.assignments), trial_resources(t.scenario, cluster)) for t in sweep.trials]
+def plan(
+    sweep: Sweep, cluster: dict[str, Any], trial_cpus: float | None = None
+) -> list[tuple[str, dict[str, Any], TrialResources]]:
+    """(trial name, its assignments, its resources) for every trial, in the order Tune starts them.
+
+    ``trial_cpus``: the CPUs each trial reserves in all (``--trial-cpus``; :func:`trial_resources`).
+    """
+    return [
+        (t.name, dict(t.assignments), trial_resources(t.scenario, cluster, trial_cpus)) for t in sweep.trials
+    ]
 
 
-def dry_run_text(sweep: Sweep, cluster: dict[str, Any], out: Path, max_concurrent: int | None) -> str:
+def dry_run_text(
+    sweep: Sweep,
+    cluster: dict[str, Any],
+    out: Path,
+    max_concurrent: int | None,
+    trial_cpus: float | None = None,
+) -> str:
     """The ``--dry-run`` listing: every trial, what it sets, its run directory and its resource request."""
-    rows = plan(sweep, cluster)
-    fits = [int(cluster.get("CPU", 0) // r.cpus) if r.cpus else 0 for _, _, r in rows]
+    rows = plan(sweep, cluster, trial_cpus)
+    fits = [int(cluster.get("CPU", 0) / r.cpus + 1e-6) if r.cpus else 0 for _, _, r in rows]
     at_once = max(1, min(fits)) if fits else 0
     if max_concurrent:
         at_once = min(at_once, max_concurrent)
@@ -197,10 +210,14 @@ def run_sweep(
     resume: bool = False,
     data_dir: str | None = None,
     verbose: int = 1,
+    trial_cpus: float | None = None,
 ) -> SweepResult:
     """Run (or ``resume``) every trial of ``sweep`` through Ray Tune into ``out``; see the module docstring.
 
     ``max_concurrent`` caps the trials that run at once (default: as many as the cluster's resources fit).
+    ``trial_cpus`` is the CPUs each trial reserves in all (default: its actors' threads, scaled down to fit
+    the cluster; :func:`raysfl.sweep.resources.trial_resources`); it changes how many trials run at once,
+    never what a trial computes.
     A trial that fails is recorded with its error and the others go on.
     """
     import ray
@@ -212,7 +229,7 @@ def run_sweep(
     out = out.resolve()
     ensure_ray(address)
     cluster = {k: float(v) for k, v in ray.cluster_resources().items()}
-    rows = plan(sweep, cluster)
+    rows = plan(sweep, cluster, trial_cpus)
     plan_doc = _plan_doc(sweep, rows)
     _check_out(out, plan_doc, resume)
     out.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,12 @@ them into these bundles) and trials pack onto nodes without oversubscribing them
 more CPUs than the whole cluster has (the default scenario on a 2-core laptop asks for 3.5) has every
 bundle scaled down by one factor so that it fits the cluster exactly; then one trial runs at a time,
 which is what such a machine can do.
+
+``raysfl sweep --trial-cpus N`` scales every trial's bundles to N CPUs in all instead. The actors keep
+their thread counts (so every number a trial computes stays the same); only how many trials Ray starts at
+once changes. It is for trials whose actors mostly wait: a GAS trial with one server thread keeps one core
+busy and its pool's about 15 % of the other (measured on the Fashion-MNIST suite of
+benchmarks/REPRODUCTION.md), so ``--trial-cpus 1`` on two cores runs two such trials at once.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ class TrialResources:
     """The bundles of one trial and whether they were scaled down to fit the cluster."""
 
     bundles: tuple[dict[str, float], ...]
-    scale: float  # 1.0 unless the request was shrunk to fit
+    scale: float  # 1.0 unless the request was scaled (to fit the cluster, or to --trial-cpus)
 
     @property
     def cpus(self) -> float:
@@ -52,15 +58,17 @@ class TrialResources:
             f"driver {self.bundles[0]['CPU']:.3g} CPU + server {server['CPU']:.3g} CPU{gpu} + "
             f"{n_pools}×pool {pool.get('CPU', 0):.3g} CPU = {self.cpus:.3g} CPU"
         )
-        if self.scale < 1.0:
-            text += f" (scaled ×{self.scale:.3g} to fit the cluster)"
+        if self.scale != 1.0:
+            text += f" (scaled ×{self.scale:.3g} from the actors' threads)"
         return text
 
 
-def trial_resources(sc: Scenario, cluster: dict[str, Any]) -> TrialResources:
+def trial_resources(sc: Scenario, cluster: dict[str, Any], cpus: float | None = None) -> TrialResources:
     """The placement-group bundles of a trial running ``sc`` on a cluster with ``cluster`` resources.
 
-    ``cluster`` is what ``ray.cluster_resources()`` returns (``{"CPU": 2.0, ...}``).
+    ``cluster`` is what ``ray.cluster_resources()`` returns (``{"CPU": 2.0, ...}``). ``cpus`` (the
+    ``--trial-cpus`` of ``raysfl sweep``) scales the bundles to that many CPUs in all, at most the
+    cluster's; by default they are the actors' thread counts, scaled down only to fit the cluster.
 
     Example:
         >>> from raysfl.scenario import scenario_from_dict
@@ -75,10 +83,15 @@ def trial_resources(sc: Scenario, cluster: dict[str, Any]) -> TrialResources:
         server["GPU"] = 1.0
     bundles = [{"CPU": DRIVER_CPU}, server] + [{"CPU": float(eng.torch_threads)} for _ in range(n_pools)]
     total = sum(b["CPU"] for b in bundles)
+    target = total if cpus is None else float(cpus)
+    if target <= 0:
+        raise ValueError(f"--trial-cpus: {cpus} must be > 0 (the CPUs one trial reserves)")
     available = float(cluster.get("CPU", 0.0))
+    if available > 0:
+        target = min(target, available)
     scale = 1.0
-    if available > 0 and total > available:
-        scale = available / total
+    if target != total:
+        scale = target / total
         # round down a hair so float sums never exceed the cluster (Ray compares with 1e-4 resolution)
         bundles = [{**b, "CPU": max(1e-3, int(b["CPU"] * scale * 1e4) / 1e4)} for b in bundles]
     return TrialResources(tuple(bundles), scale)

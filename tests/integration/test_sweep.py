@@ -73,15 +73,35 @@ def sweep_file(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def swept(sweep_file, tmp_path_factory) -> Path:
-    """The sweep run once through Ray Tune in this process (the shared local Ray of the test session)."""
+    """The sweep run once through Ray Tune in this process (the shared local Ray of the test session).
+
+    ``trial_cpus = 2`` on the session's 4 CPUs: two trials at a time (by default a trial reserves its
+    actors' 3.5 threads and they run one by one), so the tests below also show that trials sharing the
+    machine compute exactly what a plain run does.
+    """
     import ray
 
     if not ray.is_initialized():
         ray.init(num_cpus=4, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
     out = tmp_path_factory.mktemp("swept") / "out"
-    result = run_sweep(load_sweep(sweep_file), out, verbose=0)
+    result = run_sweep(load_sweep(sweep_file), out, verbose=0, trial_cpus=2)
     assert result.finished == TRIALS and not result.failed and not result.unfinished
     return out
+
+
+def _span(out: Path, trial: str) -> tuple[float, float]:
+    """(start, end) wall-clock time of a trial, from Tune's result file."""
+    lines = (out / "_tune" / trial / "result.json").read_text().splitlines()
+    first, last = json.loads(lines[0]), json.loads(lines[-1])
+    return first["timestamp"] - first["time_this_iter_s"], last["timestamp"]
+
+
+def test_trial_cpus_runs_trials_side_by_side(swept):
+    bundles = json.loads((swept / "sweep.json").read_text())["trials"]["gas_seed1"]["bundles"]
+    assert sum(b["CPU"] for b in bundles) == pytest.approx(2.0, abs=1e-3)
+    spans = [_span(swept, t) for t in TRIALS]
+    overlapping = [(a, b) for i, a in enumerate(spans) for b in spans[i + 1 :] if a[0] < b[1] and b[0] < a[1]]
+    assert overlapping, f"no two trials ran at the same time: {spans}"
 
 
 def test_each_trial_is_exactly_the_run_of_its_scenario(ray_session, sweep_file, swept, tmp_path, capsys):

@@ -178,6 +178,30 @@ def test_resources_one_bundle_per_actor_scaled_to_fit_a_small_machine(tmp_path):
     assert "scaled" in small.describe() and "2×pool" in small.describe()
 
 
+def test_trial_cpus_scales_every_bundle_to_that_total_and_packs_more_trials(tmp_path, capsys, monkeypatch):
+    sweep = load_sweep(_write(tmp_path, GOOD.replace("[set]", '[set]\n"engine.server_threads" = 1')))
+    sc = sweep.trials[0].scenario  # driver 0.5 + server 1 + pool 1 = 2.5 CPUs of threads
+    one = trial_resources(sc, {"CPU": 2.0}, cpus=1.0)
+    assert one.scale == pytest.approx(1.0 / 2.5)
+    assert [b["CPU"] for b in one.bundles] == pytest.approx([0.2, 0.4, 0.4], abs=1e-4)
+    assert 0.999 <= one.cpus <= 1.0 and "scaled" in one.describe()
+    # more than the actors' threads is allowed (scaled up), but never more than the cluster
+    assert trial_resources(sc, {"CPU": 16.0}, cpus=5.0).cpus == pytest.approx(5.0, abs=1e-3)
+    assert trial_resources(sc, {"CPU": 2.0}, cpus=8.0).cpus == pytest.approx(2.0, abs=1e-3)
+    with pytest.raises(ValueError, match="--trial-cpus: 0.0 must be > 0"):
+        trial_resources(sc, {"CPU": 2.0}, cpus=0.0)
+    # the dry run on a 2-CPU machine: one trial at a time by default, two with --trial-cpus 1
+    monkeypatch.setattr("raysfl.sweep.execute.local_resources", lambda: {"CPU": 2.0, "GPU": 0.0})
+    path = _write(tmp_path, GOOD.replace("[set]", '[set]\n"engine.server_threads" = 1'), "one.toml")
+    for extra, at_once in (([], 1), (["--trial-cpus", "1"], 2)):
+        assert main(["sweep", str(path), "--dry-run", "--out", str(tmp_path / "o"), *extra]) == 0
+        assert f"at most {at_once} trial(s) at a time" in capsys.readouterr().out
+    for bad in ("0", "-1", "nan"):
+        assert main(["sweep", str(path), "--dry-run", "--trial-cpus", bad]) == 2
+        err = capsys.readouterr().err
+        assert "--trial-cpus" in err and "must be > 0" in err and "Traceback" not in err
+
+
 def test_every_shipped_sweep_validates(tmp_path):
     root = Path(__file__).resolve().parents[3] / "scenarios"
     paths = sorted(root.rglob("*.sweep.toml"))
