@@ -436,10 +436,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if args.target is not None and not 0.0 < args.target <= 1.0:
         raise UsageError(f"--target: {args.target} must be an accuracy in (0, 1], e.g. 0.6 for 60 %")
+    if args.last < 0:
+        raise UsageError(f"--last: {args.last} must be >= 1 (evaluations at the end of each run)")
     out = Path(args.out) if args.out else Path(args.runs[0]) / "report"
     command = "raysfl report " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["report"] else ""
     try:
-        report = write_report(args.runs, out, target=args.target, x=args.x, command=command)
+        report = write_report(args.runs, out, target=args.target, x=args.x, command=command, last=args.last)
     except (FileNotFoundError, ValueError) as err:
         raise UsageError(f"report: {err}") from None
     for path, reason in report.skipped:
@@ -553,6 +555,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("emulated", "iteration", "bytes", "wall"),
         default="emulated",
         help="x axis of the time-to-target column and the first figure (default emulated)",
+    )
+    p.add_argument(
+        "--last",
+        type=int,
+        default=0,
+        metavar="K",
+        help="add a column: each run's mean accuracy over its last K evaluations, mean ± std over seeds",
     )
     p.set_defaults(func=cmd_report)
 

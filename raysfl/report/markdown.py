@@ -4,6 +4,9 @@ One row per group of runs that differ only in their seed (:mod:`raysfl.report.ru
 
     n                 runs in the group (seeds)
     final / best acc  mean ± sample std over the seeds, in %
+    last-K acc        with ``--last K``: each run's mean accuracy over its last K evaluations, then mean ± std
+                      over the seeds (a steadier end point than the final evaluation for methods whose
+                      accuracy swings between evaluations, e.g. FedBuff under non-IID data)
     paper acc         the scenario's ``[reference]`` accuracy (± std) — a paper value, never measured here
     to target         the x (emulated s by default) of the first evaluation at or above ``--target``,
                       mean ± std over the seeds that reach it, and how many of them did
@@ -44,6 +47,7 @@ class GroupStats:
     n: int
     final: tuple[float | None, float | None]
     best: tuple[float | None, float | None]
+    last: tuple[float | None, float | None]
     to_target: tuple[float | None, float | None]
     reached: int
     mib_up: float
@@ -61,11 +65,15 @@ class Report:
     skipped: list[tuple[Path, str]]
 
 
-def group_stats(group: Group, target: float | None, x: str = "emulated") -> GroupStats:
-    """Mean ± std over the group's seeds (module docstring); ``target`` is an accuracy in [0, 1]."""
+def group_stats(group: Group, target: float | None, x: str = "emulated", last: int = 0) -> GroupStats:
+    """Mean ± std over the group's seeds (module docstring); ``target`` is an accuracy in [0, 1].
+
+    ``last`` > 0 adds the mean over each run's last ``last`` evaluations (:func:`tail_mean`).
+    """
     runs = group.runs
     finals = [r.summary.get("final_accuracy") for r in runs]
     bests = [r.summary.get("best_accuracy") for r in runs]
+    tails = [tail_mean(r.curve(x)[1], last) for r in runs] if last > 0 else []
     hits: list[float] = []
     if target is not None:
         for r in runs:
@@ -77,12 +85,24 @@ def group_stats(group: Group, target: float | None, x: str = "emulated") -> Grou
         n=n,
         final=mean_std(finals),
         best=mean_std(bests),
+        last=mean_std(tails),
         to_target=mean_std(hits),
         reached=len(hits),
         mib_up=sum(int(r.summary.get("bytes_up", 0)) for r in runs) / n / 2**20,
         mib_down=sum(int(r.summary.get("bytes_down", 0)) for r in runs) / n / 2**20,
         wall=mean_std([float(r.summary.get("wall_s", 0.0)) for r in runs]),
     )
+
+
+def tail_mean(accuracies: Sequence[float], last: int) -> float | None:
+    """Mean of the last ``last`` accuracies of one run (all of them when it has fewer; None when none).
+
+    Example:
+        >>> tail_mean([0.1, 0.4, 0.5, 0.6], 2)
+        0.55
+    """
+    tail = list(accuracies)[-last:]
+    return float(sum(tail)) / len(tail) if tail else None
 
 
 def _pm(stat: tuple[float | None, float | None], scale: float = 1.0, digits: int = 2) -> str:
@@ -112,8 +132,11 @@ def write_report(
     target: float | None = None,
     x: str = "emulated",
     command: str = "",
+    last: int = 0,
 ) -> Report:
     """Group the finished runs under ``paths``; write ``out_dir/report.md`` and its figures.
+
+    ``last`` > 0 adds a column with the mean accuracy over each run's last ``last`` evaluations.
 
     Raises:
         FileNotFoundError: a path that does not exist.
@@ -121,6 +144,8 @@ def write_report(
     """
     if x not in UNITS:
         raise ValueError(f"--x: {x!r} is not an axis; choose one of {', '.join(UNITS)}")
+    if last < 0:
+        raise ValueError(f"--last: {last} must be >= 1 (evaluations at the end of each run)")
     runs, skipped = find_runs(paths)
     if not runs:
         why = "; ".join(f"{p}: {reason}" for p, reason in skipped[:8])
@@ -145,15 +170,19 @@ def write_report(
         lines += [f"Made by `{command}`.", ""]
     lines += _provenance(runs)
     target_col = f"{UNITS[x]} to {100 * target:.0f} % (reached)" if target is not None else None
-    head = ["setting", "method", "n", "final acc %", "best acc %", "paper acc %"]
+    head = ["setting", "method", "n", "final acc %", "best acc %"]
+    head += [f"last-{last} acc %"] if last else []
+    head += ["paper acc %"]
     head += [target_col] if target_col else []
     head += ["MiB up", "MiB down", "wall s"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for setting_label, members in settings.items():
         for g in members:
-            st = group_stats(g, target, x)
+            st = group_stats(g, target, x, last)
             row = [setting_label, method_names[id(g)], str(st.n)]
-            row += [_pm(st.final, 100), _pm(st.best, 100), _paper(g)]
+            row += [_pm(st.final, 100), _pm(st.best, 100)]
+            row += [_pm(st.last, 100)] if last else []
+            row += [_paper(g)]
             if target_col:
                 row.append(f"{_pm(st.to_target, 1, 1)} ({st.reached}/{st.n})")
             row += [f"{st.mib_up:.1f}", f"{st.mib_down:.1f}", _pm(st.wall, 1, 1)]
@@ -162,6 +191,8 @@ def write_report(
         "",
         "Mean ± sample standard deviation over seeds; paper values are the scenarios' `[reference]`.",
     ]
+    if last:
+        lines[-1] += f" Last-{last} acc: each run's mean over its last {last} evaluations."
     for i, (setting_label, members) in enumerate(settings.items(), start=1):
         lines += ["", f"## {setting_label}", ""]
         names = [method_names[id(g)] for g in members]

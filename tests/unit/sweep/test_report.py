@@ -107,6 +107,25 @@ def test_mean_std_and_time_to_target_equal_a_hand_computation(runs):
     assert single.final == (0.9, None) and single.reached == 0
 
 
+def test_last_k_column_is_the_seed_mean_of_each_runs_tail_mean(runs, tmp_path):
+    groups = {g.runs[0].path.name: g for g in group_runs(find_runs([runs])[0])}
+    gas = group_stats(groups["gas_s1"], target=None, last=2)
+    # per run: (0.5 + 0.7) / 2 = 0.6, (0.65 + 0.8) / 2 = 0.725, (0.3 + 0.45) / 2 = 0.375
+    tails = [0.6, 0.725, 0.375]
+    mean = sum(tails) / 3
+    assert gas.last[0] == pytest.approx(mean)
+    assert gas.last[1] == pytest.approx(math.sqrt(sum((t - mean) ** 2 for t in tails) / 2))
+    # K larger than a run's evaluations: all of them
+    assert group_stats(groups["gas_iid"], target=None, last=10).last == (pytest.approx(0.6), None)
+    assert group_stats(groups["gas_iid"], target=None).last == (None, None)  # off by default
+    out = tmp_path / "rep"
+    assert main(["report", str(runs), "--out", str(out), "--last", "2"]) == 0
+    text = (out / "report.md").read_text()
+    assert "| final acc % | best acc % | last-2 acc % | paper acc % |" in text
+    assert f"| data.partition=shard | gas | 3 | 65.00 ± 18.03 | 65.00 ± 18.03 | {100 * mean:.2f} ± " in text
+    assert main(["report", str(runs), "--out", str(out), "--last", "-1"]) == 2
+
+
 def test_mean_curve_interpolates_seeds_onto_one_grid():
     a = (np.array([0.0, 10.0, 20.0]), np.array([0.1, 0.5, 0.7]))
     b = (np.array([0.0, 12.0, 24.0]), np.array([0.1, 0.65, 0.8]))
