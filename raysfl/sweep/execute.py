@@ -292,8 +292,11 @@ def _new_tuner(trainable: Any, names: list[str], out: Path, max_concurrent: int 
     )
 
 
-def print_outcome(result: SweepResult, sweep_path: str) -> int:
-    """Print what became of the trials; the exit status (0 all finished, 1 some failed, 130 unfinished)."""
+def print_outcome(result: SweepResult, sweep_path: str, trial_cpus: float | None = None) -> int:
+    """Print what became of the trials; the exit status (0 all finished, 1 some failed, 130 unfinished).
+
+    The command it suggests for unfinished trials repeats ``--trial-cpus`` when the sweep was given it.
+    """
     print(f"sweep: {len(result.finished)} trial(s) finished, outputs in {result.out}")
     for name, error in result.failed.items():
         print(f"sweep: trial {name} failed: {error}", file=sys.stderr)
@@ -306,7 +309,8 @@ def print_outcome(result: SweepResult, sweep_path: str) -> int:
     if result.unfinished:
         print(
             f"sweep: {len(result.unfinished)} trial(s) unfinished: {', '.join(result.unfinished)}; "
-            f"continue with `raysfl sweep {sweep_path} --out {result.out} --resume`",
+            f"continue with `raysfl sweep {sweep_path} --out {result.out} --resume"
+            + (f" --trial-cpus {trial_cpus:g}`" if trial_cpus is not None else "`"),
             file=sys.stderr,
         )
     if result.failed:

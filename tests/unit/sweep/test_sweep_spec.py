@@ -6,6 +6,7 @@ import pytest
 
 from raysfl.cli import main
 from raysfl.config import ConfigError
+from raysfl.sweep.execute import SweepResult, print_outcome
 from raysfl.sweep.resources import trial_resources
 from raysfl.sweep.spec import load_sweep, set_dotted
 
@@ -196,6 +197,9 @@ def test_trial_cpus_scales_every_bundle_to_that_total_and_packs_more_trials(tmp_
     for extra, at_once in (([], 1), (["--trial-cpus", "1"], 2)):
         assert main(["sweep", str(path), "--dry-run", "--out", str(tmp_path / "o"), *extra]) == 0
         assert f"at most {at_once} trial(s) at a time" in capsys.readouterr().out
+    unfinished = SweepResult(tmp_path / "o", finished=[], failed={}, unfinished=["gas_seed1"])
+    assert print_outcome(unfinished, "s.toml", 1.0) == 130
+    assert "--out " + str(tmp_path / "o") + " --resume --trial-cpus 1`" in capsys.readouterr().err
     for bad in ("0", "-1", "nan"):
         assert main(["sweep", str(path), "--dry-run", "--trial-cpus", bad]) == 2
         err = capsys.readouterr().err
