@@ -11,6 +11,7 @@ SPEC = fl_spec(
     description="async FL: FedBuff's buffer calibrated with a server cache of every client's latest update",
     source="Wang et al., ICLR 2024, cached update calibration; specs/gas.md §10.10",
     per_update=lambda setup: setup.params.buffer_size,  # every M arrivals are one global iteration
+    policy_options=lambda setup: {"aliased_base": setup.params.job_base == "aliased"},
 )
 
 __all__ = ["SPEC", "CA2FLParams", "CA2FLServer"]

@@ -16,6 +16,9 @@ class CA2FLParams:
 
     Paper: v = h̄ + (1/|S|)·Σ_{i∈S}(Δ_i − h_i), then h_i ← Δ_i for i ∈ S and w ← w + η·v [P]. GAS code:
     w ← w + Σ_{i=1..K} |D_i|/Σ_j|D_j|·h_i over all K caches after each K_buf arrivals (GAS spec §10.10) [C].
+    The GAS code also stores a *reference* to the global model in each refilled slot and trains a job when
+    it is due, so such a job starts from the newest global model (``job_base = "aliased"`` [C]); the paper's
+    asynchrony has each job start from the model it was sent (``"sent"`` [P]).
     """
 
     buffer_size: int = option(10, ge=1, doc="|S| = M, client updates per server step [P]; GAS code: 10 [C]")
@@ -24,6 +27,12 @@ class CA2FLParams:
         "paper",
         choices=("paper", "code"),
         doc="paper: cached update calibration [P]; code: |D_i|-weighted sum of all K caches [C] GAS §10.10",
+    )
+    job_base: str = option(
+        "sent",
+        choices=("sent", "aliased"),
+        doc="sent: a job trains from the model sent at its start [P]; aliased: from the global model when "
+        "it is due, as the GAS code's slots alias it (the first C jobs excepted) [C] GAS §10.10",
     )
     replacement: str = option(
         "others",

@@ -35,7 +35,11 @@ each new job, passed to the client's ``train`` (FedSA's frequency-adjusted local
 may override ``_job_lr`` (ASO-Fed's dynamic step size) and ``_job_steps``, a job's number of local steps
 when fewer than E (FedProx's stragglers); such a job's compute time counts only the steps it runs. A
 subclass with ``deferred = True`` has each job trained only when its model is due, and ``_on_hold`` may
-then cut a running job short while a due update is held (PORT's urgent requests).
+then cut a running job short while a due update is held (PORT's urgent requests). ``aliased_base``
+reproduces the GAS code's CA2FL (GAS spec §10.10 [C]): every slot refilled after the start holds a
+*reference* to the global model, so such a job trains, when it is due, from the global model of that
+moment (staleness 0); the C jobs started at time 0 keep their copy of the initial model. The job's times
+and bytes are those of a job that downloaded its model at its start, as the code charges them.
 
 The run stops after ``train.global_iterations`` global iterations or once ``train.max_emulated_s`` has passed
 at a global iteration; the initial model and every ``train.eval_every``-th (and the last) iteration are
@@ -105,6 +109,7 @@ class FLJob:
     lr: float | None = None  # learning-rate factor sent with the training (deferred jobs)
     ends: tuple[float, ...] = ()  # virtual time at which each local step ends (deferred jobs)
     token: int = 0  # the job's pending model event carries this (deferred jobs)
+    aliased: bool = False  # trains from the global model of its due time (``aliased_base``)
 
 
 class FLPolicy:
@@ -124,6 +129,8 @@ class FLPolicy:
         server_flush: the server aggregates only when called ``flush`` (sent with each global update).
         job_lr: ``(client, starts) -> factor`` for a new job's learning rate, ``starts[k]`` being the jobs
             each client has started so far, this one included (None: factor 1, no argument sent).
+        aliased_base: jobs started after time 0 train from the global model of their due time, not of
+            their start (the GAS code's CA2FL [C], module docstring).
     """
 
     deferred = False  # train each job when its model is due (a subclass sets it: PORT's urgent requests)
@@ -131,6 +138,7 @@ class FLPolicy:
     # grid cell of the latest global iteration for train.eval_every_s (schedule.eval_slot); a class default,
     # so checkpoints taken before the option existed resume with it
     eval_cell = 0
+    aliased_base = False  # a class default too, for checkpoints taken before the option existed
 
     def __init__(
         self,
@@ -146,6 +154,7 @@ class FLPolicy:
         hold_above: int | None = None,
         server_flush: bool = False,
         job_lr: Callable[[int, list[int]], float] | None = None,
+        aliased_base: bool = False,
     ) -> None:
         if per_update < 1:
             raise ValueError(f"per_update must be >= 1, got {per_update}")
@@ -174,6 +183,7 @@ class FLPolicy:
         self.hold_above = hold_above
         self.server_flush = server_flush
         self.job_lr = job_lr
+        self.aliased_base = aliased_base
         self.starts = [0] * k  # jobs started by each client so far
         self.discarded = 0
         self.serial = 0  # tokens of deferred jobs' model events
@@ -216,10 +226,10 @@ class FLPolicy:
             args = (*args, steps)
         return args
 
-    def _start_job(self, k: int, t: float) -> list[Action]:
+    def _start_job(self, k: int, t: float, initial: bool = False) -> list[Action]:
         self.idle.discard(k)
         steps = self._job_steps(k)
-        job = FLJob(version=self.version, start=t, steps=steps)
+        job = FLJob(version=self.version, start=t, steps=steps, aliased=self.aliased_base and not initial)
         self.active[k] = job
         down = self.time.download_s(k, self.costs.model_bytes)
         times = self.step_times(k, steps)
@@ -229,6 +239,9 @@ class FLPolicy:
         lr = self._job_lr(k)
         log = start_log(t, k, self.costs.model_bytes, self.version)
         send = Call(SERVER, FLServer.send_model, (k,), out=base)
+        if job.aliased:  # the model is taken and trained when due (``_on_model``)
+            job.lr = lr
+            return [Schedule(t + dur, "model", k), log]
         if self.deferred:  # trained when due (``_on_model``), so an urgent request can still cut it short
             job.lr, job.ends, job.token = lr, tuple(accumulate(times, initial=t + down))[1:], self.serial
             self.serial += 1
@@ -261,7 +274,7 @@ class FLPolicy:
         """Evaluate the initial model and start C jobs on clients drawn uniformly without replacement."""
         actions = evaluate(self.version, 0.0)
         for k in self._draw(self.concurrency):
-            actions += self._start_job(k, 0.0)
+            actions += self._start_job(k, 0.0, initial=True)
         return actions
 
     def on_event(self, ev: Event) -> list[Action]:
@@ -277,7 +290,7 @@ class FLPolicy:
         if self.deferred and (k not in self.active or self.active[k].token != ev.data.get("job")):
             return []  # the model event of a job that already reported early
         job = self.active.pop(k)
-        staleness = self.version - job.version
+        staleness = 0 if job.aliased else self.version - job.version
         dropped = self.discard_above is not None and staleness > self.discard_above
         if dropped:
             self.discarded += 1
@@ -307,10 +320,12 @@ class FLPolicy:
             ),
             Log(row),
         ]
-        if self.deferred:
+        if self.deferred or job.aliased:
             model, base = Slot(("model", k)), Slot(("w0", k))
             args = self._train_args(base, job.lr, job.steps)
             actions.insert(0, Call(CLIENT, FLClient.train, args, client=k, out=model, free=(base,)))
+            if job.aliased:
+                actions.insert(0, Call(SERVER, FLServer.send_model, (k,), out=base))
         if update and self.server_flush:
             actions.insert(len(actions) - 1, Call(SERVER, FlushingServer.flush))
         if due and not update:

@@ -1,9 +1,14 @@
 """CA2FL on the engine (no Ray): cached update calibration and the caches by hand, the code's variant."""
 
 import fl_helpers
+import numpy as np
 import pytest
 import torch
 from fl_helpers import DATA, KEY, wt
+
+from raysfl.algorithms import ALGORITHMS
+from raysfl.algorithms.actions import CLIENT, SERVER, Call, Event, Log, Schedule
+from raysfl.algorithms.base import RunSetup
 
 BASE = {
     "name": "tiny-ca2fl",
@@ -136,3 +141,108 @@ def test_ca2fl_learns_fashion_mnist(tmp_path):
     summary, _, metrics = run(tmp_path, base=base)
     assert [m["iteration"] for m in metrics] == [0, 5]
     assert metrics[0]["accuracy"] < 0.2 and summary["final_accuracy"] > 0.5, metrics
+
+
+# --- the GAS code's aliased slots (job_base = "aliased", GAS spec §10.10 [C]) -----------------------------
+class StubTime:
+    """Download 1 s, 0.5 s per minibatch step, upload 1 s for every client."""
+
+    def download_s(self, k, nbytes):
+        return 1.0
+
+    def compute_s(self, k, flops, batch):
+        return 0.5
+
+    def upload_s(self, k, nbytes):
+        return 1.0
+
+
+class _Profile:
+    full_forward_flops = full_backward_flops = 1.0
+    client_model_bytes = 8
+    client_buffer_bytes = server_model_bytes = server_buffer_bytes = 0
+
+
+def ca2fl_policy(params):
+    sc = fl_helpers.scenario_from_dict(
+        {
+            "name": "ca2fl-policy",
+            "data": {"dataset": "synthetic", "partition": "iid"},
+            "model": {"name": "lenet5"},
+            "federation": {"num_clients": 6, "active_clients": 2},
+            "train": {"local_iterations": 2, "batch_size": 1},
+            "algorithm": {"name": "ca2fl", "params": params},
+        }
+    )
+    setup = RunSetup(sc, sc.params, (1, 1, 1), 2, tuple(np.arange(4) for _ in range(6)), None)
+    return ALGORITHMS["ca2fl"].make_policy(setup, StubTime(), _Profile(), np.random.default_rng(3))
+
+
+def calls(actions):
+    return [(a.target, a.method, a.client) for a in actions if isinstance(a, Call)]
+
+
+def test_aliased_jobs_take_the_global_model_when_due():
+    """The C jobs of time 0 train on their copy of w_0 at once; a refilled job takes the model and trains
+    when it is due (send_model, then train, then the arrival), and its arrival has staleness 0."""
+    policy = ca2fl_policy({"buffer_size": 1, "mode": "code", "job_base": "aliased"})
+    start = policy.start()
+    first = sorted(policy.active)
+    assert [c for c in calls(start) if c[1] != "evaluate"] == [
+        c for k in first for c in ((SERVER, "send_model", -1), (CLIENT, "train", k))
+    ]
+    k0 = first[0]
+    arrival = policy.on_event(Event(3.0, "model", k0))  # 1 + 2·0.5 + 1 s
+    assert calls(arrival)[0] == (SERVER, "on_client_model", -1) and policy.version == 1
+    refill = policy.on_event(Event(3.0, "refill"))
+    (k1,) = set(policy.active) - set(first)
+    assert calls(refill) == [] and policy.active[k1].aliased and policy.active[k1].version == 1
+    (due,) = [a for a in refill if isinstance(a, Schedule)]
+    assert (due.t, due.kind, due.client) == (6.0, "model", k1)
+    policy.on_event(Event(3.0, "model", first[1]))  # the other first job: version 2 before k1 is due
+    later = policy.on_event(Event(6.0, "model", k1))
+    assert calls(later)[:3] == [
+        (SERVER, "send_model", -1),
+        (CLIENT, "train", k1),
+        (SERVER, "on_client_model", -1),
+    ]
+    (row,) = [a.row for a in later if isinstance(a, Log) and a.row["kind"] == "model"]
+    assert row["staleness"] == 0 and row["version"] == 2
+
+
+def test_sent_jobs_keep_the_model_of_their_start():
+    policy = ca2fl_policy({"buffer_size": 1, "mode": "code"})
+    policy.start()
+    first = sorted(policy.active)
+    policy.on_event(Event(3.0, "model", first[0]))
+    refill = policy.on_event(Event(3.0, "refill"))
+    (k1,) = set(policy.active) - set(first)
+    assert calls(refill) == [(SERVER, "send_model", -1), (CLIENT, "train", k1)]
+    assert not policy.active[k1].aliased
+
+
+def test_aliased_equals_sent_when_one_job_runs_at_a_time(tmp_path):
+    """C = 1: no update happens while a job runs, so the model at its due time is the model it was sent."""
+    one = ["federation.active_clients=1", 'algorithm.params.mode="code"']
+    _, _, sent = run(tmp_path, one, name="sent")
+    _, _, aliased = run(tmp_path, [*one, 'algorithm.params.job_base="aliased"'], name="aliased")
+    assert [(m["t"], m["loss"], m["accuracy"]) for m in aliased] == [
+        (m["t"], m["loss"], m["accuracy"]) for m in sent
+    ]
+
+
+def test_aliased_run_has_no_stale_arrival_after_the_first_jobs(tmp_path, ca2fl_run):
+    """C = 4: in the sent form arrivals are stale; aliased, only the 4 jobs of time 0 can be (the code's
+    initial slots hold copies of w_0), the timing is unchanged and the learning differs."""
+    _, sent_events, sent = ca2fl_run
+    over = ['algorithm.params.mode="code"', 'algorithm.params.job_base="aliased"']
+    _, events, metrics = run(tmp_path, over, name="aliased")
+    _, _, code = run(tmp_path, over[:1], name="code")
+    stale = [e["staleness"] for e in events if e["kind"] == "model"]
+    assert max(e["staleness"] for e in sent_events if e["kind"] == "model") > 0
+    assert all(s == 0 for s in stale[4:]) and len(stale) == 15
+    # the server measures staleness against the base it sent: it agrees that only the first jobs were stale
+    last = metrics[-1]
+    assert last["arrivals"] == 15 and last["mean_staleness"] * 15 == pytest.approx(sum(stale))
+    assert [m["t"] for m in metrics] == [m["t"] for m in sent]
+    assert [m["loss"] for m in metrics][1:] != [m["loss"] for m in code][1:]
