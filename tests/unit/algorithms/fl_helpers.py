@@ -70,3 +70,40 @@ def resumes_identically(doc, tmp_path):
         drop = [c for c in ("wall_s",) if c in ref.column_names]
         assert again.drop(drop) == ref.drop(drop)
     assert resumed["final_accuracy"] == full["final_accuracy"] and resumed["events"] == full["events"]
+
+
+class StubTime:
+    """Download 1 s, 0.5 s per minibatch step, upload 1 s for every client."""
+
+    def download_s(self, k, nbytes):
+        return 1.0
+
+    def compute_s(self, k, flops, batch):
+        return 0.5
+
+    def upload_s(self, k, nbytes):
+        return 1.0
+
+
+class StubProfile:
+    """A full model of 1 FLOP per pass and 8 bytes."""
+
+    full_forward_flops = full_backward_flops = 1.0
+    client_model_bytes = 8
+    client_buffer_bytes = server_model_bytes = server_buffer_bytes = 0
+
+
+def fl_policy(name, params, *, num_clients, active, local_iterations, seed):
+    """A method's FL policy on :class:`StubTime` (batch size 1, 4 samples per client), without data or Ray."""
+    sc = scenario_from_dict(
+        {
+            "name": f"{name}-policy",
+            "data": {"dataset": "synthetic", "partition": "iid"},
+            "model": {"name": "lenet5"},
+            "federation": {"num_clients": num_clients, "active_clients": active},
+            "train": {"local_iterations": local_iterations, "batch_size": 1},
+            "algorithm": {"name": name, "params": params},
+        }
+    )
+    setup = RunSetup(sc, sc.params, (1, 1, 1), 2, tuple(np.arange(4) for _ in range(num_clients)), None)
+    return ALGORITHMS[name].make_policy(setup, StubTime(), StubProfile(), np.random.default_rng(seed))

@@ -67,38 +67,11 @@ def test_local_constraint_lambda_reaches_the_client():
 
 
 # --- dynamic local step size (Sec. 4.2) and first-layer feature re-weighting (Sec. 4.1) ---------------------
-class StubTime:
-    """Download 1 s, 0.5 s per minibatch step, upload 1 s for every client."""
-
-    def download_s(self, k, nbytes):
-        return 1.0
-
-    def compute_s(self, k, flops, batch):
-        return 0.5
-
-    def upload_s(self, k, nbytes):
-        return 1.0
-
-
 def aso_policy(dynamic_step, num_clients=3, local_iterations=2):
-    sc = fl_helpers.scenario_from_dict(
-        {
-            "name": "aso-policy",
-            "data": {"dataset": "synthetic", "partition": "iid"},
-            "model": {"name": "lenet5"},
-            "federation": {"num_clients": num_clients, "active_clients": 2},
-            "train": {"local_iterations": local_iterations, "batch_size": 1},
-            "algorithm": {"name": "aso_fed", "params": {"dynamic_step": dynamic_step}},
-        }
+    params = {"dynamic_step": dynamic_step}
+    return fl_helpers.fl_policy(
+        "aso_fed", params, num_clients=num_clients, active=2, local_iterations=local_iterations, seed=0
     )
-    setup = RunSetup(sc, sc.params, (1, 1, 1), 2, tuple(np.arange(4) for _ in range(num_clients)), None)
-    return ALGORITHMS["aso_fed"].make_policy(setup, StubTime(), _Profile(), np.random.default_rng(0))
-
-
-class _Profile:
-    full_forward_flops = full_backward_flops = 1.0
-    client_model_bytes = 8
-    client_buffer_bytes = server_model_bytes = server_buffer_bytes = 0
 
 
 def train_args(actions):

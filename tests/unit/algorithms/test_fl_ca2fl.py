@@ -1,14 +1,11 @@
 """CA2FL on the engine (no Ray): cached update calibration and the caches by hand, the code's variant."""
 
 import fl_helpers
-import numpy as np
 import pytest
 import torch
 from fl_helpers import DATA, KEY, wt
 
-from raysfl.algorithms import ALGORITHMS
 from raysfl.algorithms.actions import CLIENT, SERVER, Call, Event, Log, Schedule
-from raysfl.algorithms.base import RunSetup
 
 BASE = {
     "name": "tiny-ca2fl",
@@ -144,38 +141,8 @@ def test_ca2fl_learns_fashion_mnist(tmp_path):
 
 
 # --- the GAS code's aliased slots (job_base = "aliased", GAS spec §10.10 [C]) -----------------------------
-class StubTime:
-    """Download 1 s, 0.5 s per minibatch step, upload 1 s for every client."""
-
-    def download_s(self, k, nbytes):
-        return 1.0
-
-    def compute_s(self, k, flops, batch):
-        return 0.5
-
-    def upload_s(self, k, nbytes):
-        return 1.0
-
-
-class _Profile:
-    full_forward_flops = full_backward_flops = 1.0
-    client_model_bytes = 8
-    client_buffer_bytes = server_model_bytes = server_buffer_bytes = 0
-
-
 def ca2fl_policy(params):
-    sc = fl_helpers.scenario_from_dict(
-        {
-            "name": "ca2fl-policy",
-            "data": {"dataset": "synthetic", "partition": "iid"},
-            "model": {"name": "lenet5"},
-            "federation": {"num_clients": 6, "active_clients": 2},
-            "train": {"local_iterations": 2, "batch_size": 1},
-            "algorithm": {"name": "ca2fl", "params": params},
-        }
-    )
-    setup = RunSetup(sc, sc.params, (1, 1, 1), 2, tuple(np.arange(4) for _ in range(6)), None)
-    return ALGORITHMS["ca2fl"].make_policy(setup, StubTime(), _Profile(), np.random.default_rng(3))
+    return fl_helpers.fl_policy("ca2fl", params, num_clients=6, active=2, local_iterations=2, seed=3)
 
 
 def calls(actions):

@@ -11,7 +11,6 @@ from torch import nn
 
 from raysfl.algorithms import ALGORITHMS
 from raysfl.algorithms.actions import Call, Event, Log
-from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.fl_client import FLClient
 from raysfl.algorithms.config import TrainConfig
 
@@ -105,38 +104,9 @@ def test_zero_regulariser_is_fedavg_exactly(tmp_path, name):
 
 
 # --- systems heterogeneity (Sec. 5): stragglers with partial work ------------------------------------------
-class StubTime:
-    """Download 1 s, 0.5 s per minibatch step, upload 1 s for every client."""
-
-    def download_s(self, k, nbytes):
-        return 1.0
-
-    def compute_s(self, k, flops, batch):
-        return 0.5
-
-    def upload_s(self, k, nbytes):
-        return 1.0
-
-
-class _Profile:
-    full_forward_flops = full_backward_flops = 1.0
-    client_model_bytes = 8
-    client_buffer_bytes = server_model_bytes = server_buffer_bytes = 0
-
-
 def fedprox_policy(params, num_clients=6, active=4, local_iterations=8, seed=7):
-    sc = fl_helpers.scenario_from_dict(
-        {
-            "name": "prox-policy",
-            "data": {"dataset": "synthetic", "partition": "iid"},
-            "model": {"name": "lenet5"},
-            "federation": {"num_clients": num_clients, "active_clients": active},
-            "train": {"local_iterations": local_iterations, "batch_size": 1},
-            "algorithm": {"name": "fedprox", "params": params},
-        }
-    )
-    setup = RunSetup(sc, sc.params, (1, 1, 1), 2, tuple(np.arange(4) for _ in range(num_clients)), None)
-    return ALGORITHMS["fedprox"].make_policy(setup, StubTime(), _Profile(), np.random.default_rng(seed))
+    sizes = {"num_clients": num_clients, "active": active, "local_iterations": local_iterations}
+    return fl_helpers.fl_policy("fedprox", params, **sizes, seed=seed)
 
 
 def train_calls(actions):
