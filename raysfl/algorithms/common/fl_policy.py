@@ -238,10 +238,10 @@ class FLPolicy:
         base, out = Slot(("w0", k)), Slot(("model", k))
         lr = self._job_lr(k)
         log = start_log(t, k, self.costs.model_bytes, self.version)
-        send = Call(SERVER, FLServer.send_model, (k,), out=base)
         if job.aliased:  # the model is taken and trained when due (``_on_model``)
             job.lr = lr
             return [Schedule(t + dur, "model", k), log]
+        send = Call(SERVER, FLServer.send_model, (k,), out=base)
         if self.deferred:  # trained when due (``_on_model``), so an urgent request can still cut it short
             job.lr, job.ends, job.token = lr, tuple(accumulate(times, initial=t + down))[1:], self.serial
             self.serial += 1
