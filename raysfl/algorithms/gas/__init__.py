@@ -13,6 +13,7 @@ from raysfl.algorithms.common.costs import SplitCosts
 from raysfl.algorithms.common.split_client import SplitClient, SplitClientState
 from raysfl.algorithms.common.transforms import train_transform
 from raysfl.algorithms.gas.generate import GaussianSampler
+from raysfl.algorithms.gas.lowrank import LowRankSampler
 from raysfl.algorithms.gas.params import GASParams
 from raysfl.algorithms.gas.policy import GASPolicy, Job
 from raysfl.algorithms.gas.server import GASServer
@@ -74,6 +75,7 @@ SPEC = AlgorithmSpec(
         GASServer,
         LabelGaussians,
         GaussianSampler,
+        LowRankSampler,
         GASPolicy,
         Job,
         SplitCosts,

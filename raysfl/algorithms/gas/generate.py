@@ -87,21 +87,9 @@ class GaussianSampler:
             out = (cov.clamp(min=0) + self.ridge).sqrt()
         else:
             with profiling.section("server.cholesky"):
-                out = self._cholesky(cov)
+                out, _ = cholesky_with_jitter(cov, self.ridge, self.max_tries)
         self._factor[y] = (version, out)
         return out
-
-    def _cholesky(self, cov: torch.Tensor) -> torch.Tensor:
-        jitter = 0.0
-        for attempt in range(self.max_tries):
-            L, info = torch.linalg.cholesky_ex(_shifted(cov, self.ridge + jitter))
-            if int(info) == 0:
-                return L
-            jitter = 1e-6 * 10**attempt
-        raise RuntimeError(
-            f"covariance is not positive definite even with {jitter:g}·I added; "
-            "use algorithm.params.covariance = 'diagonal' or a larger algorithm.params.ridge"
-        )
 
     def sample(self, counts: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """Sample ``counts[y]`` activations of each label y; returns (Â (B̂, d) float32, Ŷ (B̂,)), by label.
@@ -125,7 +113,24 @@ class GaussianSampler:
         return torch.cat(chunks), torch.cat(labels)
 
 
-def _shifted(cov: torch.Tensor, shift: float) -> torch.Tensor:
+def cholesky_with_jitter(cov: torch.Tensor, shift: float, max_tries: int = 12) -> tuple[torch.Tensor, float]:
+    """A factor L with L Lᵀ = Σ + (shift + ε)·I and the ε it needed (0 when Σ + shift·I is positive definite).
+
+    ε starts at 1e-6 and grows ×10 per retry, as the reference code's fallback does [C].
+    """
+    jitter = 0.0
+    for attempt in range(max_tries):
+        L, info = torch.linalg.cholesky_ex(shifted(cov, shift + jitter))
+        if int(info) == 0:
+            return L, jitter
+        jitter = 1e-6 * 10**attempt
+    raise RuntimeError(
+        f"covariance is not positive definite even with {jitter:g}·I added; "
+        "use algorithm.params.covariance = 'diagonal' or a larger algorithm.params.ridge"
+    )
+
+
+def shifted(cov: torch.Tensor, shift: float) -> torch.Tensor:
     """Σ + shift·I, the same numbers as ``cov + shift * eye`` without building the d×d identity.
 
     No shift (the code's per-flush statistics carry their ridge already) factorises Σ itself, with no
@@ -148,7 +153,9 @@ def log_prior(label_hist: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
 
 __all__ = [
     "GaussianSampler",
+    "cholesky_with_jitter",
     "generation_counts",
     "log_prior",
+    "shifted",
     "staleness_weight",
 ]

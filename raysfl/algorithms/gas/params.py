@@ -52,6 +52,16 @@ class GASParams:
         doc="ridge·I on Σ_y: added when sampling (per-activation), or at each merge after a label's first "
         "batch (per-flush, the code's 1e-5) [C]",
     )
+    sampler: str = option(
+        "cholesky",
+        choices=("cholesky", "low-rank"),
+        doc="how Â ~ N(μ_y, Σ_y + ridge·I) is drawn (full covariance): cholesky = a factor of Σ_y at every "
+        "change, as the code [C]; low-rank = the same Gaussian from the merged rows of eq. (12) plus a "
+        "factor refreshed every low_rank_rows rows, other random numbers (raysfl.algorithms.gas.lowrank) [A]",
+    )
+    low_rank_rows: int = option(
+        0, ge=0, doc="rows of eq. (12) a label keeps before the low-rank sampler refactorises; 0 = d"
+    )
     generation: str = option(
         "equal",
         choices=("equal", "top-up"),
@@ -78,3 +88,11 @@ class GASParams:
         choices=("per-job", "shared"),
         doc="client momentum starts fresh with each job [A], or one buffer carried across all clients [C]",
     )
+
+    def __post_init__(self) -> None:
+        """The low-rank sampler draws from full covariances only."""
+        if self.sampler == "low-rank" and self.covariance != "full":
+            raise ValueError(
+                "sampler = 'low-rank' draws from full covariances; set covariance = 'full' or "
+                "sampler = 'cholesky'"
+            )

@@ -30,6 +30,7 @@ from raysfl.algorithms.common.device import device_generator, loss_zero
 from raysfl.algorithms.common.evaluate import evaluate_split
 from raysfl.algorithms.common.optim import clip, make_optimizer
 from raysfl.algorithms.gas.generate import GaussianSampler, generation_counts, log_prior, staleness_weight
+from raysfl.algorithms.gas.lowrank import LowRankSampler
 from raysfl.algorithms.gas.params import GASParams
 from raysfl.algorithms.gas.stats import LabelGaussians
 
@@ -61,7 +62,7 @@ class GASServer:
         self.test_x, self.test_y = test_x, test_y
         self.act_shape: tuple[int, ...] = ()
         self.stats: LabelGaussians | None = None
-        self.sampler: GaussianSampler | None = None
+        self.sampler: GaussianSampler | LowRankSampler | None = None
         self.log_priors = torch.stack(
             [log_prior(torch.as_tensor(h), self.p.la_tau) for h in np.asarray(setup.label_hist)]
         ).to(self.device)
@@ -121,7 +122,10 @@ class GASServer:
             dtype = torch.float32 if self.p.covariance == "full" else torch.float64
             self.stats = LabelGaussians(self.setup.num_classes, dim, self.p.covariance, dtype, self.device)
             ridge = 0.0 if self.p.stats_update == "per-flush" else self.p.ridge
-            self.sampler = GaussianSampler(self.stats, ridge)
+            if self.p.sampler == "low-rank":
+                self.sampler = LowRankSampler(self.stats, ridge, self.p.low_rank_rows)
+            else:
+                self.sampler = GaussianSampler(self.stats, ridge)
 
     def _store(
         self, acts: torch.Tensor, labels: tuple[torch.Tensor, torch.Tensor], weights: torch.Tensor

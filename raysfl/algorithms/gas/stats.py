@@ -15,8 +15,12 @@ batch. A single activation is the special case W_b = s(n(A)), m_b = A, Σ_b = 0,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from raysfl.algorithms.gas.lowrank import LowRankSampler
 
 
 @dataclass
@@ -26,6 +30,9 @@ class LabelGaussians:
     ``dtype`` float64 makes the incremental rule match the direct weighted formulas to ~1e-12; float32
     halves the memory of full covariances (M·d² numbers: 0.4 GB for d = 3136, M = 10).
     ``covariance="diagonal"`` keeps only the variances (d numbers instead of d² per label).
+    With a :class:`~raysfl.algorithms.gas.lowrank.LowRankSampler` attached (``low_rank``), the sampler
+    keeps eq. (12) as rows and ``cov`` is Σ_y as of the sampler's last fold of each label; the current
+    Σ_y is ``low_rank.covariance(y)``.
 
     Placement: the means and covariances (the large part) live on ``device``, the server's; the weights S_y
     and the version counters (M numbers each) stay on the CPU with the labels and the activation weights
@@ -42,6 +49,8 @@ class LabelGaussians:
     mean: torch.Tensor = field(init=False)  # μ_y, shape (M, d)
     cov: torch.Tensor = field(init=False)  # Σ_y, shape (M, d, d) or (M, d) for diagonal
     version: torch.Tensor = field(init=False)  # bumps when a label's statistics change, shape (M,)
+    # when set, owns Σ_y: merges and ridges go to it as rows, and ``cov`` holds Σ_y as of its last fold
+    low_rank: LowRankSampler | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         if self.covariance not in ("full", "diagonal"):
@@ -85,12 +94,15 @@ class LabelGaussians:
             return
         mb = (w[:, None] * x).sum(0) / wb
         xc = x - mb
-        s_old = self.weight[y].to(self.dtype)
+        s_old = self.weight[y].to(self.dtype)  # (a view of weight[y] when dtype is float64)
         s_new = s_old + wb
+        s_old_value = float(s_old)  # read before weight[y] is overwritten
         mu_old = self.mean[y].to(self.dtype)
         mu = (s_old * mu_old + wb * mb) / s_new
         d_old, d_b = mu - mu_old, mu - mb
-        if self.covariance == "full":
+        if self.low_rank is not None:
+            pass  # Σ_y's part of eq. (12) is the low-rank sampler's, below, once S_y is the new one
+        elif self.covariance == "full":
             _merge_full(self.cov[y], (w[:, None] * xc).T @ xc, wb, s_old, s_new, d_old, d_b)
         else:
             var_b = (w[:, None] * xc * xc).sum(0) / wb
@@ -98,11 +110,15 @@ class LabelGaussians:
         self.mean[y] = mu.to(torch.float64)
         self.weight[y] = s_new.to(torch.float64)
         self.version[y] += 1
+        if self.low_rank is not None:
+            self.low_rank.merge(y, xc, w, s_old_value, d_old, float(wb), d_b)
 
     def add_ridge(self, labels: list[int], ridge: float) -> None:
         """Add ``ridge·I`` to the covariance of ``labels`` (the reference code does this per merge [C])."""
         for y in labels:
-            if self.covariance == "full":
+            if self.low_rank is not None:
+                self.low_rank.add_ridge(y, ridge)
+            elif self.covariance == "full":
                 self.cov[y].diagonal().add_(ridge)
             else:
                 self.cov[y].add_(ridge)

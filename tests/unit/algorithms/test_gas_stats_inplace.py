@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from raysfl.algorithms.gas.generate import _shifted
+from raysfl.algorithms.gas.generate import shifted
 from raysfl.algorithms.gas.stats import MERGE_ROWS, LabelGaussians
 
 
@@ -49,7 +49,7 @@ def test_shift_without_identity_is_the_expression(shift):
     a = torch.randn(40, 90, generator=gen)
     cov = a.T @ a / 40 + 1e-3 * torch.eye(90)
     expected = cov + shift * torch.eye(90)
-    got = _shifted(cov, shift)
+    got = shifted(cov, shift)
     assert torch.equal(got, expected)
     assert torch.equal(torch.linalg.cholesky(got), torch.linalg.cholesky(expected))
     assert (got is cov) == (shift == 0.0)  # no copy without a shift; the statistics are never modified

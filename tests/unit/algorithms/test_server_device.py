@@ -5,7 +5,8 @@ A meta tensor has a device but no data, so every read of device data on the hot 
 that mixes a device tensor with a CPU tensor that was never moved (only 0-dim CPU scalars may mix). The
 server's calls must pass anyway: their decisions are taken on CPU-side copies, and the only device reads
 allowed are the gradient each call returns (``.cpu()``, counted) and the success flag of a new Cholesky
-factorisation (counted). Afterwards every tensor the server holds is on its device, except the few
+factorisation (counted; with the low-rank sampler, one per fold). Afterwards every tensor the server holds
+is on its device, except the few
 host-side values it keeps there on purpose.
 """
 
@@ -121,8 +122,9 @@ def batches() -> list[tuple[int, tuple[torch.Tensor, torch.Tensor]]]:
         {"covariance": "full", "stats_update": "per-flush", "generation": "top-up"},
         {"covariance": "full", "stats_update": "per-activation", "generation": "equal"},
         {"covariance": "diagonal", "server_update": "before-gradient"},
+        {"covariance": "full", "stats_update": "per-flush", "sampler": "low-rank", "low_rank_rows": 4},
     ],
-    ids=["full-per-flush", "full-per-activation", "diagonal"],
+    ids=["full-per-flush", "full-per-activation", "diagonal", "low-rank"],
 )
 def test_gas_server_runs_on_a_device_reading_back_only_the_gradients(monkeypatch, batches, params):
     prep = prepare(scenario_from_dict(tiny(params)))
@@ -139,6 +141,8 @@ def test_gas_server_runs_on_a_device_reading_back_only_the_gradients(monkeypatch
     assert server.server_updates == len(batches) // 2 and server.generated_total > 0
     if params["covariance"] == "full":
         assert 0 < reads.factorisations <= server.server_updates * prep.setup.num_classes
+        if params.get("sampler") == "low-rank":
+            assert reads.factorisations == server.sampler.folds
     else:
         assert reads.factorisations == 0
     misplaced = [

@@ -62,9 +62,8 @@ def crash_after(run_dir: Path, copy: Path, checkpoint: str) -> Path:
     return copy
 
 
-@pytest.mark.parametrize("name", METHODS)
-def test_every_method_resumes_to_the_same_metrics_and_events(name, tmp_path):
-    sc = scenario_from_dict(tiny(name))
+def run_crash_and_resume(sc, tmp_path: Path) -> tuple[dict, list[str]]:
+    """Run ``sc``, crash a copy after its first checkpoint, resume it: the same metrics and events."""
     full = runner.run(sc, tmp_path / "full", backend="local")
     cks = sorted(p.name for p in (tmp_path / "full" / "checkpoints").glob("ckpt-*.pt"))
     assert cks[0] == "ckpt-000002.pt", cks
@@ -75,6 +74,13 @@ def test_every_method_resumes_to_the_same_metrics_and_events(name, tmp_path):
     assert rows(crashed / "events.parquet") == rows(tmp_path / "full" / "events.parquet")
     assert resumed["final_accuracy"] == full["final_accuracy"] and resumed["events"] == full["events"]
     assert resumed["bytes_up"] == full["bytes_up"] and resumed["bytes_down"] == full["bytes_down"]
+    return full, cks
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_every_method_resumes_to_the_same_metrics_and_events(name, tmp_path):
+    sc = scenario_from_dict(tiny(name))
+    full, cks = run_crash_and_resume(sc, tmp_path)
 
     # killed after its final checkpoint (taken at the event that used up the budget), before summary.json:
     # the resumed run ends there too, exactly as the uninterrupted one, without an iteration T + 1
@@ -92,6 +98,22 @@ def test_every_method_resumes_to_the_same_metrics_and_events(name, tmp_path):
     noop = runner.run(sc, tmp_path / "full", backend="local", resume=True)
     assert files(tmp_path / "full") == before
     assert noop == json.loads(before[tmp_path / "full" / "summary.json"])
+
+
+def test_gas_low_rank_sampler_resumes_to_the_same_metrics_and_events(tmp_path):
+    """The sampler's rows, factors and ridge masses are run state: with 40 rows a label, this run folds 15
+    times over its 4 iterations (counted once), so the checkpoint at iteration 2 holds folded labels and
+    labels with rows, and the resumed run folds again afterwards."""
+    doc = apply_overrides(
+        tiny("gas"),
+        [
+            'algorithm.params.covariance="full"',
+            'algorithm.params.sampler="low-rank"',
+            "algorithm.params.low_rank_rows=40",
+            "metrics.tensorboard=false",
+        ],
+    )
+    run_crash_and_resume(scenario_from_dict(doc), tmp_path)
 
 
 def files(run_dir: Path) -> dict[Path, bytes]:
