@@ -13,6 +13,9 @@ current, ...), so both see the machine in the same state. Prints one markdown ta
 * **speed-up**: baseline ÷ current of the medians of process s (and of run s, in brackets).
 * **final acc**: the two systems do the same work, so the final accuracies must agree; a row whose
   accuracy differs from the baseline's is marked, since then the timings do not compare like with like.
+* **variants** (``--variant NAME::key=value,...``): this checkout again with extra overrides, for an option
+  that changes numbers by design (``low-rank::algorithm.params.sampler="low-rank"``); its accuracy is
+  expected to differ and is marked "(option)" instead.
 
 Setting up a baseline (outside the repository, never committed)::
 
@@ -23,7 +26,8 @@ Setting up a baseline (outside the repository, never committed)::
 Usage::
 
     python benchmarks/side_by_side.py --baseline /tmp/raysfl-base [--repeats 1] [--data-dir DIR]
-        [--scenario FILE[::key=value,...]] ... [--extra ARG ...] [--json FILE]
+        [--scenario FILE[::key=value,...]] ... [--variant NAME::key=value,...] ... [--extra ARG ...]
+        [--json FILE]
 
 Without ``--scenario`` it runs issue 17's two GAS scenarios: ``scenarios/bench/gas_reference_options.toml``
 (the reference code's options, 10 global iterations) and ``scenarios/default.toml``. A scenario's
@@ -95,22 +99,25 @@ def run_once(
 
 
 def measure(
-    systems: dict[str, Path],
+    systems: dict[str, tuple[Path, list[str]]],
     scenarios: Sequence[str],
     repeats: int,
     extra: Sequence[str],
     data_dir: str | None,
 ) -> list[dict[str, Any]]:
-    """Every scenario ``repeats`` times by every system in alternation; one row per (scenario, system)."""
+    """Every scenario ``repeats`` times by every system in alternation; one row per (scenario, system).
+
+    ``systems`` maps a name to (checkout, overrides of that system alone, after the scenario's).
+    """
     rows = []
     for text in scenarios:
         scenario, overrides = parse_scenario(text)
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in systems}
         for r in range(repeats):
-            for name, checkout in systems.items():
+            for name, (checkout, own) in systems.items():
                 print(f"side_by_side: {text} by {name} ({r + 1}/{repeats})", file=sys.stderr, flush=True)
-                runs[name].append(run_once(checkout, scenario, overrides, extra, data_dir))
-        for name, checkout in systems.items():
+                runs[name].append(run_once(checkout, scenario, [*overrides, *own], extra, data_dir))
+        for name, (checkout, _) in systems.items():
             rs = runs[name]
             rows.append(
                 {
@@ -138,7 +145,8 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
         speed = ""
         if b is not None and r["system"] != "baseline":
             speed = f"{b['process_s'] / r['process_s']:.2f}× [{b['run_s'] / r['run_s']:.2f}×]"
-        acc = f"{r['acc']:.4f}" + (" (differs!)" if b is not None and r["acc"] != b["acc"] else "")
+        mark = " (option)" if r["system"] not in ("baseline", "current") else " (differs!)"
+        acc = f"{r['acc']:.4f}" + (mark if b is not None and r["acc"] != b["acc"] else "")
         lines.append(
             f"| `{r['scenario']}` | {r['system']} | {r['commit']} | {r['process_s']:.1f} | {r['run_s']:.1f} "
             f"| {acc} | {speed} |"
@@ -151,12 +159,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--baseline", required=True, type=Path, help="checkout of the baseline, with its .venv")
     ap.add_argument("--current", type=Path, default=ROOT, help="checkout to compare (default: this one)")
     ap.add_argument("--scenario", action="append", help="FILE[::key=value,...] (repeatable)")
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="NAME::key=value,... : this checkout again with these overrides (repeatable)",
+    )
     ap.add_argument("--repeats", type=int, default=1, help="runs of each system per scenario (median)")
     ap.add_argument("--extra", action="append", default=[], help="extra argument for raysfl run")
     ap.add_argument("--data-dir", default=None, help="passed to raysfl run")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = ap.parse_args(argv)
-    systems = {"baseline": args.baseline.resolve(), "current": args.current.resolve()}
+    current = args.current.resolve()
+    systems = {"baseline": (args.baseline.resolve(), []), "current": (current, [])}
+    for text in args.variant:
+        name, overrides = parse_scenario(text)
+        if not name or not overrides or name in systems:
+            raise SystemExit(f"side_by_side: --variant {text!r}: expected a new NAME::key=value,...")
+        systems[name] = (current, overrides)
     rows = measure(systems, args.scenario or DEFAULT_SCENARIOS, args.repeats, args.extra, args.data_dir)
     print(table(rows))
     if args.json:

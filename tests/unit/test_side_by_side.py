@@ -46,6 +46,11 @@ def test_table_divides_the_baseline_by_the_current_and_flags_other_work(sbs):
     assert lines[3] == "| `s` | current | b | 20.0 | 10.0 | 0.5000 | 1.50× [2.00×] |"
     assert lines[2].endswith("| 0.5000 |  |")  # the baseline has no speed-up of its own
     assert "0.6000 (differs!)" in lines[5]
+    variant = {"scenario": "s", "system": "low-rank", "commit": "b", "process_s": 15.0, "run_s": 8.0}
+    variant["acc"] = 0.4
+    assert sbs.table([*rows[:2], variant]).splitlines()[4] == (
+        "| `s` | low-rank | b | 15.0 | 8.0 | 0.4000 (option) | 2.00× [2.50×] |"
+    )
 
 
 def test_both_systems_run_the_same_scenario(sbs, tmp_path, capsys):
@@ -63,9 +68,10 @@ def test_both_systems_run_the_same_scenario(sbs, tmp_path, capsys):
     path.write_text(dumps_toml(scenario))
     out = tmp_path / "rows.json"
     args = ["--baseline", str(ROOT), "--scenario", f"{path}::seed=6", "--extra=--backend", "--extra=local"]
-    assert sbs.main([*args, "--json", str(out)]) == 0
+    variant = "--variant=other-seed::seed=7"  # applied after the scenario's own overrides
+    assert sbs.main([*args, variant, "--json", str(out)]) == 0
     table = capsys.readouterr().out
     assert "| baseline |" in table and "| current |" in table and "differs" not in table
     rows = json.loads(out.read_text())
-    assert [r["system"] for r in rows] == ["baseline", "current"]
+    assert [r["system"] for r in rows] == ["baseline", "current", "other-seed"]
     assert rows[0]["acc"] == rows[1]["acc"] and all(r["process_s"] >= r["run_s"] > 0 for r in rows)
