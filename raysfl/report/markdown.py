@@ -13,8 +13,10 @@ One row per group of runs that differ only in their seed (:mod:`raysfl.report.ru
     MiB up / down     mean over seeds of the bytes sent up (clients → server) and down
     wall s            mean ± std of the runs' wall-clock time
 
-and, per setting, PNG figures of accuracy against emulated time, global iteration and MiB transferred
-(and wall time when ``--x wall``), embedded in ``report.md``.
+and, per setting, a per-seed table (one cell per method and seed: the run's last-K or final accuracy and
+its x at the target, so a claim "in every seed" can be read off) and PNG figures of accuracy against
+emulated time, global iteration and MiB transferred (and wall time when ``--x wall``), embedded in
+``report.md``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 from raysfl.report.figures import AXIS_TITLES, accuracy_figure, save
 from raysfl.report.runs import (
     Group,
+    Run,
     canonical,
     differing_fields,
     find_runs,
@@ -103,6 +106,36 @@ def tail_mean(accuracies: Sequence[float], last: int) -> float | None:
     """
     tail = list(accuracies)[-last:]
     return float(sum(tail)) / len(tail) if tail else None
+
+
+def seed_cell(run: Run, target: float | None, x: str, last: int) -> str:
+    """One run's cell of the per-seed table: accuracy % (last-K mean, else final) and its x at the target.
+
+    Example: ``"72.19 / 681"``; "—" for a target the run never reached; the accuracy alone without a target.
+    """
+    xs, accs = run.curve(x)
+    acc = tail_mean(accs, last) if last > 0 else run.summary.get("final_accuracy")
+    text = "-" if acc is None else f"{100 * float(acc):.2f}"
+    if target is None:
+        return text
+    hit = first_reaching(xs, accs, target)
+    return f"{text} / {'—' if hit is None else f'{hit:.0f}'}"
+
+
+def per_seed_table(
+    members: Sequence[Group], names: Sequence[str], target: float | None, x: str, last: int
+) -> list[str]:
+    """Markdown rows of one setting's per-seed table (:func:`seed_cell`), seeds as columns in order."""
+    seeds = sorted({r.seed for g in members for r in g.runs})
+    what = f"last-{last} acc %" if last > 0 else "final acc %"
+    if target is not None:
+        what += f" / {UNITS[x]} to {100 * target:.0f} %"
+    lines = [f"Per seed ({what}):", "", "| method | " + " | ".join(f"seed {s}" for s in seeds) + " |"]
+    lines.append("|---|" + "---|" * len(seeds))
+    for g, name in zip(members, names, strict=True):
+        by_seed = {r.seed: seed_cell(r, target, x, last) for r in g.runs}
+        lines.append(f"| {name} | " + " | ".join(by_seed.get(s, "") for s in seeds) + " |")
+    return lines
 
 
 def _pm(stat: tuple[float | None, float | None], scale: float = 1.0, digits: int = 2) -> str:
@@ -196,6 +229,7 @@ def write_report(
     for i, (setting_label, members) in enumerate(settings.items(), start=1):
         lines += ["", f"## {setting_label}", ""]
         names = [method_names[id(g)] for g in members]
+        lines += per_seed_table(members, names, target, x, last) + [""]
         for axis in axes:
             fig = accuracy_figure(members, names, axis, f"{setting_label}: accuracy vs {AXIS_TITLES[axis]}")
             path = save(

@@ -187,6 +187,21 @@ def test_report_md_has_a_row_per_group_and_embeds_the_figures(runs, tmp_path, ca
     assert "skipped" in err and "gas_s5: interrupted" in err
 
 
+def test_the_per_seed_table_has_each_runs_own_numbers(runs, tmp_path):
+    """One cell per method and seed: the run's last-K mean (or final) accuracy and its x at the target."""
+    out = tmp_path / "rep"
+    assert main(["report", str(runs), "--out", str(out), "--target", "0.6", "--last", "2"]) == 0
+    text = (out / "report.md").read_text()
+    # gas, shard: tails (0.5+0.7)/2, (0.65+0.8)/2, (0.3+0.45)/2; 0.6 first reached at 20 s, 12 s, never
+    assert "Per seed (last-2 acc % / emulated s to 60 %):" in text
+    assert "| method | seed 1 | seed 2 | seed 3 |" in text
+    assert "| gas | 60.00 / 20 | 72.50 / 12 | 37.50 / — |" in text
+    assert "| fedavg | 51.00 / 60 | 42.50 / — |  |" in text  # no seed 3: an empty cell
+    # without --last and --target: the final accuracy alone
+    assert main(["report", str(runs), "--out", str(out)]) == 0
+    assert "| gas | 70.00 | 80.00 | 45.00 |" in (out / "report.md").read_text()
+
+
 def test_report_errors_exit_2(tmp_path, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
