@@ -109,6 +109,11 @@ def _cross_checks(sc: Scenario) -> list[str]:
     problems += validate_model_config(sc.model, channels, size, classes)
     problems += sc.system.timing.algorithm_problems(sc.algorithm.name)
     spec = sc.algorithm_spec
+    if sc.train.lr_decay != 1.0 and not spec.train_lr_decay:
+        problems.append(
+            f"train.lr_decay: {sc.train.lr_decay} is applied by the full-model FL methods' policy only, not "
+            f"by {sc.algorithm.name!r}; use 1 (FedASMU and FedSSMU decay with algorithm.params.lr_decay)"
+        )
     try:
         params = build(spec.params, sc.algorithm.params, "algorithm.params")
     except ConfigError as err:

@@ -35,6 +35,8 @@ class AlgorithmSpec:
         single_pool: ``params -> None | (reason, instead)``: when the options make every client share state
             in its pool (one optimizer for all), the option that does so and what to use with several pools;
             loading then requires ``engine.pools = 1`` (the scenario check names both).
+        train_lr_decay: whether the method applies ``train.lr_decay`` (the full-model FL family's policy
+            does); a scenario that sets it for any other method is refused.
         smoke: ``dotted.key=value`` overrides a small test run of the method needs beyond the defaults (what
             ``validate`` demands, and sizes that keep it quick); the tests that run every method (checkpoint
             and resume) apply them, so a new method needs no special case there.
@@ -54,6 +56,7 @@ class AlgorithmSpec:
     # (``raysfl.engine.snapshot.state_classes``); one missing here makes checkpointing fail, naming it
     state_classes: tuple[type, ...] = ()
     single_pool: Callable[[Any], tuple[str, str] | None] | None = None
+    train_lr_decay: bool = False
     smoke: tuple[str, ...] = ()
 
 

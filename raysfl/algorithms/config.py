@@ -27,6 +27,14 @@ class TrainConfig:
     batch_size: int = option(32, ge=1, doc="B: minibatch size per client [P]")
     optimizer: str = option("sgd", choices=("sgd", "adam"), doc="optimizer on both sides [P] GAS App. E")
     lr: float = option(0.01, gt=0, doc="learning rate η [P]")
+    lr_decay: float = option(
+        1.0,
+        gt=0,
+        le=1,
+        doc="full-model FL methods: a job's η is lr·lr_decay^j, j = rounds so far (synchronous) or completed "
+        "groups of C accepted arrivals (asynchronous), FedASMU's schedule for every method (§6.1.4) [A]; "
+        "1 = constant",
+    )
     momentum: float = option(0.9, ge=0, lt=1, doc="SGD momentum [P] GAS App. E")
     weight_decay: float = option(5e-4, ge=0, doc="L2 weight decay [P] GAS App. E")
     clip_grad_norm: float = option(0.0, ge=0, doc="max gradient norm, 0 = off; GAS code clips at 10 [C]")

@@ -186,6 +186,7 @@ class FLPolicy:
         self.aliased_base = aliased_base
         self.starts = [0] * k  # jobs started by each client so far
         self.discarded = 0
+        self.accepted = 0  # arrivals not discarded (their count sets train.lr_decay's exponent, async)
         self.serial = 0  # tokens of deferred jobs' model events
 
     # --- durations ----------------------------------------------------------------------------------
@@ -216,6 +217,19 @@ class FLPolicy:
         """Learning-rate factor of client k's job that starts now (``job_lr``; None: none sent)."""
         return None if self.job_lr is None else float(self.job_lr(k, self.starts))
 
+    def _decayed(self, factor: float | None) -> float | None:
+        """``factor`` × ``train.lr_decay``^j, j = rounds so far (synchronous) or ⌊accepted arrivals / C⌋.
+
+        FedASMU's decay schedule (its policy's ``learning_rate``) for the whole FL family, so that methods
+        compared with it can decay alike (the paper decays every method, FedASMU §6.1.4) [A]. With
+        ``lr_decay = 1`` the factor is returned unchanged (``None``: no factor is sent, as before).
+        """
+        decay = self.train.lr_decay
+        if decay == 1.0:
+            return factor
+        j = self.version if self.synchronous else self.accepted // self.concurrency
+        return (1.0 if factor is None else factor) * decay**j
+
     @staticmethod
     def _train_args(base: Slot, lr: float | None, steps: int | None) -> tuple[Any, ...]:
         """The client's ``train`` arguments: the model, then the lr factor and the steps when set."""
@@ -236,7 +250,7 @@ class FLPolicy:
         dur = down + sum(times) + self.time.upload_s(k, self.costs.model_bytes)
         self.starts[k] += 1
         base, out = Slot(("w0", k)), Slot(("model", k))
-        lr = self._job_lr(k)
+        lr = self._decayed(self._job_lr(k))
         log = start_log(t, k, self.costs.model_bytes, self.version)
         if job.aliased:  # the model is taken and trained when due (``_on_model``)
             job.lr = lr
@@ -296,6 +310,7 @@ class FLPolicy:
             self.discarded += 1
         else:
             self.in_buffer += 1
+            self.accepted += 1
         due = self.in_buffer >= self.per_update
         update = due and not self._held()
         row: dict[str, Any] = {

@@ -93,4 +93,5 @@ def fl_spec(
         make_policy=make_policy,
         validate=None,
         state_classes=(*FL_STATE_CLASSES, server, policy, *state_classes),
+        train_lr_decay=True,
     )

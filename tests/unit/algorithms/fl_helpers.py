@@ -93,15 +93,18 @@ class StubProfile:
     client_buffer_bytes = server_model_bytes = server_buffer_bytes = 0
 
 
-def fl_policy(name, params, *, num_clients, active, local_iterations, seed):
-    """A method's FL policy on :class:`StubTime` (batch size 1, 4 samples per client), without data or Ray."""
+def fl_policy(name, params, *, num_clients, active, local_iterations, seed, train=None):
+    """A method's FL policy on :class:`StubTime` (batch size 1, 4 samples per client), without data or Ray.
+
+    ``train``: more ``[train]`` options.
+    """
     sc = scenario_from_dict(
         {
             "name": f"{name}-policy",
             "data": {"dataset": "synthetic", "partition": "iid"},
             "model": {"name": "lenet5"},
             "federation": {"num_clients": num_clients, "active_clients": active},
-            "train": {"local_iterations": local_iterations, "batch_size": 1},
+            "train": {"local_iterations": local_iterations, "batch_size": 1, **(train or {})},
             "algorithm": {"name": name, "params": params},
         }
     )
