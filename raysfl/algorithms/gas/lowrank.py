@@ -58,7 +58,7 @@ class LowRankSampler:
         self.ridge = ridge
         self.capacity = capacity or stats.dim
         self.max_tries = max_tries
-        self.rows: list[torch.Tensor | None] = [None] * m  # (capacity, d) buffers, allocated on first use
+        self.rows: list[torch.Tensor | None] = [None] * m  # (≤ capacity, d) buffers, grown on demand
         self.count = [0] * m  # rows in use
         self.factor: list[torch.Tensor | None] = [None] * m  # L, L Lᵀ = Σ_F + s_F·I
         self.fold_weight = [0.0] * m  # S_F
@@ -92,12 +92,25 @@ class LowRankSampler:
         if n + len(new) > self.capacity:
             self._fold(y, new)
             return
-        buf = self.rows[y]
-        if buf is None:
-            buf = torch.zeros(self.capacity, self.stats.dim, dtype=self.stats.dtype, device=self.stats.device)
-            self.rows[y] = buf
+        buf = self._room(y, n + len(new))
         buf[n : n + len(new)] = new
         self.count[y] = n + len(new)
+
+    def _room(self, y: int, rows: int) -> torch.Tensor:
+        """Label ``y``'s row buffer with room for ``rows`` rows: grown by doubling, at most ``capacity``.
+
+        A buffer holds at most twice the rows in use, or 64 (memory and checkpoints; a fold releases it),
+        and the copies of its growth add up to less than one pass over its final size.
+        """
+        buf = self.rows[y]
+        if buf is not None and len(buf) >= rows:
+            return buf
+        size = min(self.capacity, max(rows, 2 * (0 if buf is None else len(buf)), 64))
+        grown = torch.zeros(size, self.stats.dim, dtype=self.stats.dtype, device=self.stats.device)
+        if buf is not None:
+            grown[: self.count[y]] = buf[: self.count[y]]
+        self.rows[y] = grown
+        return grown
 
     def add_ridge(self, y: int, ridge: float) -> None:
         """``ridge·I`` added to Σ_y at the current weight S: R += ridge·S in (★)."""
@@ -121,6 +134,7 @@ class LowRankSampler:
         self.fold_shift[y] = self.ridge + jitter
         self.ridge_mass[y] = 0.0
         self.count[y] = 0
+        self.rows[y] = None  # regrown from 64 rows: a buffer never holds more than twice its rows in use
         self.folds += 1
 
     # --- sampling ---------------------------------------------------------------------------------------

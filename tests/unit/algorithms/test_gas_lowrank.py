@@ -47,6 +47,19 @@ def test_the_rows_and_folds_hold_exactly_the_covariance_of_eq12(per_flush_ridge)
     assert any(n > 0 for n in sampler.count)
 
 
+def test_row_buffers_grow_by_doubling_up_to_the_capacity():
+    stats = LabelGaussians(1, 3, "full", F64)
+    sampler = LowRankSampler(stats, ridge=0.0, capacity=300)
+    sizes = []
+    for x, _, w in stream(40, 3, 1):
+        stats.update(x, torch.zeros(len(x), dtype=torch.long), w)
+        buf = sampler.rows[0]
+        sizes.append(0 if buf is None else len(buf))
+        assert sampler.count[0] <= sizes[-1] <= max(64, 2 * sampler.count[0])
+    assert sampler.folds == 1 and 300 in sizes  # the last growth stops at the capacity, the fold releases it
+    assert sizes[: sizes.index(300) + 1] == sorted(sizes[: sizes.index(300) + 1])
+
+
 def test_a_label_folds_when_its_rows_would_exceed_the_capacity():
     """Rows per merge, by hand: n activations on a label's first merge, n + 2 (δ_o, δ_b) afterwards."""
     stats = LabelGaussians(1, 3, "full", F64)
