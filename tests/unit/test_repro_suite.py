@@ -6,6 +6,7 @@ The suite itself takes hours of CPU (benchmarks/REPRODUCTION.md); these tests on
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -65,3 +66,37 @@ def test_one_trial_of_each_paper_runs_on_synthetic_data(paper, tmp_path):
     rows = pq.read_table(tmp_path / trial.name / "metrics.parquet").to_pylist()
     assert rows[-1]["iteration"] == 1
     assert 0.0 <= summary["final_accuracy"] <= 1.0
+
+
+def _table3() -> dict[tuple[str, str], tuple[float, ...]]:
+    """FedASMU Table 3 per (model, dataset): (η_λ, η_σ, η_ι, η_γ, η_υ, η_i), from the scenario generator."""
+    path = REPRO.parents[1] / "scripts" / "gen_fedasmu_scenarios.py"
+    spec = importlib.util.spec_from_file_location("gen_fedasmu_scenarios", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return {key: setting["eta"] for key, setting in module.SETTINGS.items()}
+
+
+FEDASMU_TRIALS = [
+    (path, trial)
+    for path in SWEEPS
+    for trial in load_sweep(path).trials
+    if trial.scenario.algorithm.name in ("fedasmu", "fedssmu")
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "trial"), FEDASMU_TRIALS, ids=[f"{p.stem}:{t.name}" for p, t in FEDASMU_TRIALS]
+)
+def test_fedasmu_trials_keep_table3_learning_rates(path, trial):
+    """A sweep that replaces ``algorithm.params`` must repeat its setting's Table 3 rates, not another's.
+
+    The CIFAR-10 ablation once carried LeNet/FMNIST's 1e-4 for all five control rates (Table 3 gives
+    LeNet/CIFAR-10 1e-3, 1e-3, 0.1, 0.1, 1e-3), which left FedASMU's learned controls nearly fixed.
+    """
+    sc = scenario_to_dict(trial.scenario)
+    expected = _table3()[(sc["model"]["name"], sc["data"]["dataset"])]
+    params = sc["algorithm"]["params"]
+    names = ("eta_lambda", "eta_sigma", "eta_iota", "eta_gamma", "eta_upsilon")
+    assert tuple(params[n] for n in names) == expected[:5], f"{path.name}: {trial.name}"
+    assert sc["train"]["lr"] == expected[5], f"{path.name}: {trial.name}"
