@@ -7,6 +7,7 @@ The suite itself takes hours of CPU (benchmarks/REPRODUCTION.md); these tests on
 from __future__ import annotations
 
 import importlib.util
+from functools import cache
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -68,6 +69,7 @@ def test_one_trial_of_each_paper_runs_on_synthetic_data(paper, tmp_path):
     assert 0.0 <= summary["final_accuracy"] <= 1.0
 
 
+@cache
 def _table3() -> dict[tuple[str, str], tuple[float, ...]]:
     """FedASMU Table 3 per (model, dataset): (η_λ, η_σ, η_ι, η_γ, η_υ, η_i), from the scenario generator."""
     path = REPRO.parents[1] / "scripts" / "gen_fedasmu_scenarios.py"

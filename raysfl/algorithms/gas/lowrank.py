@@ -141,7 +141,7 @@ class LowRankSampler:
     def covariance(self, y: int) -> torch.Tensor:
         """Σ_y by (★), float64: (S_F·Σ_F + Rowsᵀ Rows + R·I) / S (what :meth:`sample` draws, less ridge·I)."""
         s = float(self.stats.weight[y])
-        out = self.stats.cov[y].double() * (self.fold_weight[y] / s) + self._rows_term(y, s)
+        out = self._add_rows_term(self.stats.cov[y].double() * (self.fold_weight[y] / s), y, s)
         out.diagonal().add_(self.ridge_mass[y] / s)
         return out
 
@@ -152,14 +152,14 @@ class LowRankSampler:
         L = self.factor[y]
         if L is not None:
             out += a * (L.double() @ L.double().T)
-        return out + self._rows_term(y, s)
+        return self._add_rows_term(out, y, s)
 
-    def _rows_term(self, y: int, s: float) -> torch.Tensor:
-        """Rowsᵀ Rows / S of label ``y``, float64 (zero without rows)."""
+    def _add_rows_term(self, out: torch.Tensor, y: int, s: float) -> torch.Tensor:
+        """``out`` += Rowsᵀ Rows / S of label ``y`` (float64, in place; nothing to add without rows)."""
         n, rows = self.count[y], self.rows[y]
-        if not n or rows is None:
-            return torch.zeros(self.stats.dim, self.stats.dim, dtype=torch.float64, device=self.stats.device)
-        return rows[:n].double().T @ rows[:n].double() / s
+        if n and rows is not None:
+            out += rows[:n].double().T @ rows[:n].double() / s
+        return out
 
     def _coefficients(self, y: int) -> tuple[float, float, float]:
         """(a, c, S) of the module docstring: a = S_F / S, c = max(0, ridge − a·s_F) + R / S."""
