@@ -9,7 +9,11 @@ from raysfl.config import option
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """How the simulation is executed. None of these change results when ``clock = "virtual"``."""
+    """How the simulation is executed.
+
+    With ``clock = "virtual"`` none of these change results beyond the last float bits (thread counts and
+    the memory format pick other kernels).
+    """
 
     pools: int = option(1, ge=1, doc="number of ClientPool actors hosting the virtual clients")
     clients_per_pool: int = option(
@@ -28,6 +32,12 @@ class EngineConfig:
     )
     server_threads: int = option(
         2, ge=1, doc="torch threads of the server process (CPU server); fixed for the same reason"
+    )
+    memory_format: str = option(
+        "contiguous",
+        choices=("contiguous", "channels_last"),
+        doc="layout of the model's conv weights, hence of its feature maps; channels_last runs oneDNN's "
+        "faster convolutions (CPU, GPU): other float rounding, so other last bits than contiguous",
     )
     checkpoint_every: int = option(
         0, ge=0, doc="checkpoint every N global iterations to RUN_DIR/checkpoints (0 = off); see --resume"

@@ -27,10 +27,21 @@ from raysfl.models.zoo import build_split_model
 
 
 def build_model(setup: RunSetup) -> Any:
-    """The scenario's split model with the run's initial weights (identical in every process)."""
+    """The scenario's split model with the run's initial weights (identical in every process).
+
+    With ``engine.memory_format = "channels_last"`` the conv weights of every part are stored channels-last,
+    so each convolution returns channels-last feature maps and runs oneDNN's channels-last kernels (same
+    values up to float rounding). Ray ships tensors with their strides, so every process sees the layouts
+    the in-process run sees.
+    """
     sc = setup.scenario
     c, h, _ = setup.input_shape
-    return build_split_model(sc.model, c, h, setup.num_classes, seed=torch_seed(sc.seed, "model"))
+    model = build_split_model(sc.model, c, h, setup.num_classes, seed=torch_seed(sc.seed, "model"))
+    if sc.engine.memory_format == "channels_last":
+        for part in (model.client, model.server, model.aux):
+            if part is not None:
+                part.to(memory_format=torch.channels_last)
+    return model
 
 
 @contextmanager
