@@ -37,11 +37,7 @@ def build_model(setup: RunSetup) -> Any:
     sc = setup.scenario
     c, h, _ = setup.input_shape
     model = build_split_model(sc.model, c, h, setup.num_classes, seed=torch_seed(sc.seed, "model"))
-    if sc.engine.memory_format == "channels_last":
-        for part in (model.client, model.server, model.aux):
-            if part is not None:
-                part.to(memory_format=torch.channels_last)
-    return model
+    return model.use_memory_format(sc.engine.memory_format)
 
 
 @contextmanager

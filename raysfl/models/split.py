@@ -134,3 +134,18 @@ class SplitModel:
     def full(self) -> nn.Sequential:
         """The whole model, client then server, sharing their parameters (what FL algorithms train)."""
         return nn.Sequential(OrderedDict(client=self.client, server=self.server))
+
+    def use_memory_format(self, memory_format: str) -> SplitModel:
+        """Store every part's conv weights ``"channels_last"`` or ``"contiguous"`` (in place; returns self).
+
+        Convolutions follow their weight's layout: channels-last weights make them return channels-last
+        feature maps and run oneDNN's channels-last kernels. The values are unchanged; what is computed from
+        them differs in the last bits (``engine.memory_format``).
+        """
+        layouts = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
+        if memory_format not in layouts:
+            raise ValueError(f"memory_format must be one of {sorted(layouts)}, got {memory_format!r}")
+        for part in (self.client, self.server, self.aux):
+            if part is not None:
+                part.to(memory_format=layouts[memory_format])
+        return self

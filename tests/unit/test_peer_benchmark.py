@@ -129,15 +129,20 @@ def test_a_replayed_client_continues_its_batch_order(peers):
     assert all(torch.equal(again[k], w2[k]) for k in w2)
 
 
-def test_plain_loop_does_raysfls_work(peers, tmp_path):
-    """Same rounds, clients, batches, optimizer and aggregation: the plain loop's accuracy is raysfl's."""
+@pytest.mark.parametrize("memory_format", ["contiguous", "channels_last"])
+def test_plain_loop_does_raysfls_work(peers, tmp_path, memory_format):
+    """Same rounds, clients, batches, optimizer and aggregation: the plain loop's accuracy is raysfl's; with
+    ``engine.memory_format = "channels_last"`` the peers' model is channels-last as raysfl's is."""
     fw, plain = peers["fedavg_work"], peers["plain_fedavg"]
-    sc = fw.load(None, TINY)
+    tiny = (*TINY, f"engine.memory_format={memory_format}")
+    sc = fw.load(None, tiny)
+    conv = fw.build(sc).model.client.conv1.weight
+    assert conv.is_contiguous(memory_format=torch.channels_last) == (memory_format == "channels_last")
     summary = runner.run(sc, tmp_path / "run", backend="local")
     metrics = pq.read_table(tmp_path / "run" / "metrics.parquet").to_pylist()
     threads = torch.get_num_threads()
     try:
-        row = plain.run(TINY, threads=sc.engine.torch_threads)
+        row = plain.run(tiny, threads=sc.engine.torch_threads)
     finally:
         torch.set_num_threads(threads)
     assert row["rounds"] == sc.train.global_iterations == summary["global_iterations"]

@@ -37,6 +37,11 @@ def _setup(name: str, memory_format: str, shape: tuple[int, int, int]) -> RunSet
 def test_the_option_names_its_choices():
     with pytest.raises(ConfigError, match=r"engine\.memory_format.*channels_last"):
         scenario_from_dict({"engine": {"memory_format": "nhwc"}})
+    model = build_model(_setup("lenet5", "contiguous", (1, 28, 28)))
+    with pytest.raises(ValueError, match=r"memory_format must be one of \['channels_last', 'contiguous'\]"):
+        model.use_memory_format("nhwc")
+    assert model.use_memory_format("channels_last").client.conv1.weight.is_contiguous(memory_format=CL)
+    assert model.use_memory_format("contiguous").client.conv1.weight.is_contiguous()
 
 
 @pytest.mark.parametrize("name", MODEL_NAMES)
