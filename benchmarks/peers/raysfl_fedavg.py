@@ -13,8 +13,9 @@ timings raysfl does not report itself (see ``fedavg_work``):
 * the last evaluation's end: when the driver receives the final evaluation (the last report of the run,
   fetched by the coordinator's final drain right when it is done).
 
-raysfl submits the initial evaluation before round 1's jobs, and the server runs its calls in order, so
-the jobs' models (``send_model``) wait for the round-0 evaluation, as Flower's round 1 does.
+raysfl's FL policies submit round 1's model requests (``send_model``) before the initial evaluation, and
+the server runs its calls in order, so round 1 trains while the server evaluates the initial model (Flower's
+round 1 waits for its initial evaluation); the start-up excludes that evaluation, the total does not.
 
 Usage (prints a one-row markdown table):
     python benchmarks/peers/raysfl_fedavg.py [key=value ...] [--data-dir DIR] [--out DIR] [--result FILE]

@@ -136,7 +136,7 @@ def test_plain_loop_does_raysfls_work(peers, tmp_path, memory_format):
     fw, plain = peers["fedavg_work"], peers["plain_fedavg"]
     tiny = (*TINY, f"engine.memory_format={memory_format}")
     sc = fw.load(None, tiny)
-    conv = fw.build(sc).model.client.conv1.weight
+    conv = fw.build(sc).model.client.conv2.weight  # conv1 has one input channel: both layouts at once
     assert conv.is_contiguous(memory_format=torch.channels_last) == (memory_format == "channels_last")
     summary = runner.run(sc, tmp_path / "run", backend="local")
     metrics = pq.read_table(tmp_path / "run" / "metrics.parquet").to_pylist()

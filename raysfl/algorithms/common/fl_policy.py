@@ -285,11 +285,17 @@ class FLPolicy:
 
     # --- the policy protocol -------------------------------------------------------------------------------
     def start(self) -> list[Action]:
-        """Evaluate the initial model and start C jobs on clients drawn uniformly without replacement."""
-        actions = evaluate(self.version, 0.0)
-        for k in self._draw(self.concurrency):
-            actions += self._start_job(k, 0.0, initial=True)
-        return actions
+        """Evaluate the initial model and start C jobs on clients drawn uniformly without replacement.
+
+        The server hands out the C models before it evaluates, so the first jobs train while the evaluation
+        runs instead of waiting for it (the server runs its calls in submission order). Nothing else moves:
+        ``send_model`` changes neither the global model nor a counter, and the evaluation's report is
+        submitted before the jobs' start logs, so its row is the one the order "evaluate, then send" gave.
+        """
+        jobs = [a for k in self._draw(self.concurrency) for a in self._start_job(k, 0.0, initial=True)]
+        sends = [a for a in jobs if isinstance(a, Call) and a.target == SERVER]
+        rest = [a for a in jobs if not (isinstance(a, Call) and a.target == SERVER)]
+        return [*sends, *evaluate(self.version, 0.0), *rest]
 
     def on_event(self, ev: Event) -> list[Action]:
         """Dispatch a ``model`` arrival or a ``refill``."""

@@ -156,7 +156,8 @@ def test_aliased_jobs_take_the_global_model_when_due():
     start = policy.start()
     first = sorted(policy.active)
     assert [c for c in calls(start) if c[1] != "evaluate"] == [
-        c for k in first for c in ((SERVER, "send_model", -1), (CLIENT, "train", k))
+        *((SERVER, "send_model", -1) for _ in first),
+        *((CLIENT, "train", k) for k in first),
     ]
     k0 = first[0]
     arrival = policy.on_event(Event(3.0, "model", k0))  # 1 + 2·0.5 + 1 s

@@ -199,3 +199,43 @@ def test_fedavg_learns_fashion_mnist(tmp_path):
     summary, _, metrics = run(tmp_path, base=base)
     assert [m["iteration"] for m in metrics] == [0, 5]
     assert metrics[0]["accuracy"] < 0.2 and summary["final_accuracy"] > 0.5, metrics
+
+
+# --- the start: the first models go out before the initial evaluation -----------------------------------
+def test_the_server_sends_the_first_models_before_it_evaluates():
+    """FL policies' start: C ``send_model`` calls, then ``evaluate`` and its report, then the jobs; the report
+    precedes every start log (it carries the counters of time 0)."""
+    from raysfl.algorithms.actions import SERVER, Call, Log, Report
+
+    policy = fl_helpers.fl_policy("fedavg", {}, num_clients=6, active=3, local_iterations=2, seed=1)
+    actions = policy.start()
+    server = [a.method for a in actions if isinstance(a, Call) and a.target == SERVER]
+    assert server == ["send_model"] * 3 + ["evaluate"]
+    kinds = [type(a).__name__ for a in actions]
+    assert kinds.index("Report") < min(i for i, a in enumerate(actions) if isinstance(a, Log))
+    assert isinstance(actions[kinds.index("Report")], Report)
+    trains = [a for a in actions if isinstance(a, Call) and a.target != SERVER]
+    assert [a.client for a in trains] == sorted(a.client for a in trains) and len(trains) == 3
+
+
+@pytest.mark.parametrize("name", ["fedavg", "fedasync", "fedbuff"])
+def test_sending_before_the_initial_evaluation_changes_no_output(tmp_path, monkeypatch, name):
+    """The same metrics and events as the order "evaluate, then send" (what the policy did before)."""
+    from raysfl.algorithms.common import fl_policy
+    from raysfl.algorithms.common.schedule import evaluate
+
+    _, events, metrics = run(tmp_path, [f'algorithm.name="{name}"'], name="sends-first")
+
+    def evaluate_first(self):
+        actions = evaluate(self.version, 0.0)
+        for k in self._draw(self.concurrency):
+            actions += self._start_job(k, 0.0, initial=True)
+        return actions
+
+    monkeypatch.setattr(fl_policy.FLPolicy, "start", evaluate_first)
+    _, events_then, metrics_then = run(tmp_path, [f'algorithm.name="{name}"'], name="evaluate-first")
+    drop = ("wall_s",)
+    assert [{k: v for k, v in m.items() if k not in drop} for m in metrics] == [
+        {k: v for k, v in m.items() if k not in drop} for m in metrics_then
+    ]
+    assert events == events_then

@@ -40,8 +40,10 @@ def test_the_option_names_its_choices():
     model = build_model(_setup("lenet5", "contiguous", (1, 28, 28)))
     with pytest.raises(ValueError, match=r"memory_format must be one of \['channels_last', 'contiguous'\]"):
         model.use_memory_format("nhwc")
-    assert model.use_memory_format("channels_last").client.conv1.weight.is_contiguous(memory_format=CL)
-    assert model.use_memory_format("contiguous").client.conv1.weight.is_contiguous()
+    w = model.use_memory_format("channels_last").client.conv2.weight  # 6 input channels: one layout or other
+    assert w.is_contiguous(memory_format=CL) and not w.is_contiguous()
+    w = model.use_memory_format("contiguous").client.conv2.weight
+    assert w.is_contiguous() and not w.is_contiguous(memory_format=CL)
 
 
 @pytest.mark.parametrize("name", MODEL_NAMES)
