@@ -14,6 +14,8 @@ batch. A single activation is the special case W_b = s(n(A)), m_b = A, Σ_b = 0,
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -79,14 +81,16 @@ class LabelGaussians:
         labels = labels.cpu()
         w_cpu = weights.detach().cpu().to(self.dtype)
         w = w_cpu.to(x.device)
-        for y in torch.unique(labels).tolist():
-            rows = torch.nonzero(labels == y).squeeze(1)
-            self._merge(
-                int(y),
-                x.index_select(0, rows.to(x.device)),
-                w.index_select(0, rows.to(x.device)),
-                w_cpu.index_select(0, rows).sum(),
-            )
+        small = self.covariance == "diagonal" and self.low_rank is None and x.device.type == "cpu"
+        with one_cpu_thread() if small else nullcontext():
+            for y in torch.unique(labels).tolist():
+                rows = torch.nonzero(labels == y).squeeze(1)
+                self._merge(
+                    int(y),
+                    x.index_select(0, rows.to(x.device)),
+                    w.index_select(0, rows.to(x.device)),
+                    w_cpu.index_select(0, rows).sum(),
+                )
 
     def _merge(self, y: int, x: torch.Tensor, w: torch.Tensor, wb: torch.Tensor) -> None:
         """Merge label ``y``'s group: activations ``x`` and weights ``w`` (device), ``wb = w.sum()`` (CPU)."""
@@ -122,6 +126,27 @@ class LabelGaussians:
                 self.cov[y].diagonal().add_(ridge)
             else:
                 self.cov[y].add_(ridge)
+
+
+@contextmanager
+def one_cpu_thread() -> Iterator[None]:
+    """Run the enclosed CPU ops on one torch thread, then restore the thread count.
+
+    For the diagonal merge: a few dozen elementwise ops and column sums on (n, d) tensors per label, each
+    too small to gain from a second thread, whose wake-up then costs more than it saves; on a core shared
+    with a client pool (Ray on 2 cores) each op waits for that core. Each of these ops computes every output
+    element on one thread whatever the count, so the results are the same bits
+    (``tests/unit/algorithms/test_gas_stats_inplace.py``).
+    """
+    before = torch.get_num_threads()
+    if before == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 MERGE_ROWS = 64  # rows of Σ per block of the in-place merge (32-128 timed alike at d = 3136, 2 threads)

@@ -54,3 +54,31 @@ def test_shift_without_identity_is_the_expression(shift):
     assert torch.equal(torch.linalg.cholesky(got), torch.linalg.cholesky(expected))
     assert (got is cov) == (shift == 0.0)  # no copy without a shift; the statistics are never modified
     assert torch.equal(cov, a.T @ a / 40 + 1e-3 * torch.eye(90))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_diagonal_merge_on_one_thread_gives_the_two_thread_bits(dtype, monkeypatch):
+    """The diagonal statistics merge on one torch thread (``one_cpu_thread``); at GAS's d = 3136 and batches
+    of 32, its ops are large enough for torch to split them over two threads, and the results are the same
+    bits either way. The caller's thread count is restored."""
+    import raysfl.algorithms.gas.stats as stats_module
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        runs = []
+        for one_thread in (True, False):
+            if not one_thread:
+                monkeypatch.setattr(stats_module, "one_cpu_thread", stats_module.nullcontext)
+            gen = torch.Generator().manual_seed(8)
+            stats = LabelGaussians(10, 3136, "diagonal", dtype)
+            for _ in range(6):
+                x = torch.randn(32, 64, 7, 7, generator=gen).relu()
+                y = torch.randint(0, 10, (32,), generator=gen)
+                stats.update(x, y, torch.rand(32, generator=gen, dtype=torch.float64))
+                assert torch.get_num_threads() == 2
+            runs.append(stats)
+        assert torch.equal(runs[0].mean, runs[1].mean) and torch.equal(runs[0].cov, runs[1].cov)
+        assert torch.equal(runs[0].weight, runs[1].weight)
+    finally:
+        torch.set_num_threads(threads)
