@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import ray
-import torch
 from raysfl.actors.profiled import Profiled
 
 from raysfl.engine.hosts import ServerHost, pick_device
@@ -35,9 +34,8 @@ class Server(Profiled):
 
     def describe(self) -> dict[str, str]:
         """Where the server runs: device name and node."""
-        name = torch.cuda.get_device_name(0) if self.device == "cuda" else "cpu"
         return {
             "device": self.device,
-            "device_name": name,
+            "device_name": self.host.device_name(),
             "node_id": ray.get_runtime_context().get_node_id(),
         }

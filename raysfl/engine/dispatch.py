@@ -139,8 +139,10 @@ class LocalDispatcher:
         return self.poll()
 
     def placement(self) -> dict[str, Any]:
-        """Everything runs in this process."""
-        return {"device": "cpu", "device_name": "cpu", "node_id": "local", "pool_nodes": ["local"]}
+        """Everything runs in this process; the server on its device."""
+        server = self.server
+        return {"device": server.device, "device_name": server.device_name(), "node_id": "local",
+                "pool_nodes": ["local"]}  # fmt: skip
 
     def snapshot(self) -> dict[str, Any]:
         """The server, the single in-process pool and the live slot values."""

@@ -9,6 +9,7 @@ shells in ``actors/`` forward to it unchanged, so local and Ray runs execute the
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -71,6 +72,24 @@ def pick_device(requested: str) -> str:
     if requested in ("cuda", "auto") and torch.cuda.is_available():
         return "cuda"
     return "cpu"
+
+
+def deterministic_cuda() -> None:
+    """Make this process's CUDA kernels deterministic: same scenario + seed => same metrics on a GPU too.
+
+    cuDNN's autotuner (``benchmark``) and its non-deterministic algorithms (atomics in a convolution's
+    weight-gradient pass) would make two runs of one scenario, or a run and its resumption from a checkpoint,
+    differ in the last bits and then diverge. cuBLAS needs a fixed workspace for deterministic reductions,
+    set here before its first handle is created (``setdefault``: a user's own setting wins). An op with no
+    deterministic kernel warns instead of failing; uninitialised memory is not filled (that is a debugging
+    aid and costs a pass over every ``torch.empty``). Called by :class:`ServerHost` on a CUDA device; TF32
+    stays as torch defaults it (convolutions in TF32, float32 matmuls in full float32).
+    """
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = False
 
 
 def _writable(a: Any) -> Any:
@@ -162,7 +181,10 @@ class ServerHost:
         threads: int = 1,
     ) -> None:
         self.threads = threads
+        self.device = str(device)
         _use_threads(threads)
+        if torch.device(device).type == "cuda":
+            deterministic_cuda()  # before the first CUDA op of this host
         setup = owned_setup(setup)
         # Arrays from Ray's object store are read-only and torch wants tensors it may write: copy once
         # here (the test set, at start-up), which also keeps torch's warning out of the user's terminal.
@@ -179,6 +201,11 @@ class ServerHost:
         # the scenario's seed, so the server draws the same masks in-process as in its own actor, whatever
         # ran in the process before (the clients' draws leave it untouched: algorithms.common.own_rng).
         torch.manual_seed(torch_seed(setup.scenario.seed, "server", "global"))
+
+    def device_name(self) -> str:
+        """The server device's name: the GPU's model on CUDA, else the device string (``cpu``)."""
+        dev = torch.device(self.device)
+        return torch.cuda.get_device_name(dev) if dev.type == "cuda" else self.device
 
     def call(self, method: str, *args: Any, pace_wall_s: float = 0.0) -> Any:
         """Run ``logic.method(*args)``; with ``pace_wall_s`` take at least that long (realtime mode)."""
