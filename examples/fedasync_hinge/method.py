@@ -147,16 +147,19 @@ class HingeServer:
         """Accuracy and mean loss of the global model on the test set, and the mean α so far."""
         self.model.load_state_dict(self.weights)
         self.model.eval()
-        correct, loss, n = 0, 0.0, len(self.test_y)
+        n = len(self.test_y)
+        # sums kept on the server's device and read once: a GPU is not waited for per batch
+        correct = torch.zeros((), dtype=torch.int64, device=self.device)
+        loss = torch.zeros((), dtype=torch.float64, device=self.device)
         for i in range(0, n, self.cfg.eval_batch_size):
             x = self.test_x[i : i + self.cfg.eval_batch_size].to(self.device)
             y = self.test_y[i : i + self.cfg.eval_batch_size].to(self.device)
             logits = self.model(x)
-            loss += float(F.cross_entropy(logits, y, reduction="sum"))
-            correct += int((logits.argmax(1) == y).sum())
+            loss += F.cross_entropy(logits, y, reduction="sum").to(torch.float64)
+            correct += (logits.argmax(1) == y).sum()
         return {
-            "accuracy": correct / n,
-            "loss": loss / n,
+            "accuracy": int(correct) / n,
+            "loss": float(loss) / n,
             "mean_alpha": self.alpha_sum / max(self.version, 1),
         }
 

@@ -7,7 +7,10 @@ device except for the gradient it returns. These helpers create the device-side 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
+from torch import nn
 
 
 def loss_zero(device: torch.device | str) -> torch.Tensor:
@@ -32,3 +35,40 @@ def device_generator(device: torch.device | str, seed: int) -> torch.Generator:
     except RuntimeError:
         gen = torch.Generator()
     return gen.manual_seed(seed)
+
+
+def to_device(t: torch.Tensor, device: torch.device | str, copy: bool = False) -> torch.Tensor:
+    """``t`` on ``device``, the host-to-device copy queued without waiting for the device.
+
+    ``non_blocking=True``: from pageable host memory CUDA stages the bytes before the call returns, so the
+    source may be freed or reused at once and nothing waits for the kernels already queued (a plain ``.to``
+    synchronises the stream). From and to the CPU it is ``t.to(device, copy=copy)``: the same tensor, the
+    same values. Not for device-to-host copies: a value read on the host must wait for the device.
+    """
+    return t.to(device, non_blocking=True, copy=copy)
+
+
+@torch.no_grad()
+def load_into(module: nn.Module, state: Mapping[str, torch.Tensor], strict: bool = True) -> None:
+    """Copy ``state`` into ``module``'s parameters and buffers in place, like ``load_state_dict``.
+
+    The host-to-device copies are queued without waiting for the device (:func:`to_device`);
+    ``load_state_dict`` waits once per tensor. ``strict``: the keys must be exactly the module's; otherwise
+    keys the module lacks are ignored and missing ones keep their values. Shapes must match either way.
+    """
+    own = module.state_dict(keep_vars=True)
+    if strict and own.keys() != state.keys():
+        missing, unexpected = sorted(own.keys() - state.keys()), sorted(state.keys() - own.keys())
+        raise RuntimeError(
+            f"state does not fit {type(module).__name__}: missing {missing}, unexpected {unexpected}"
+        )
+    for name, value in state.items():
+        target = own.get(name)
+        if target is None:
+            continue
+        if target.shape != value.shape:
+            raise RuntimeError(
+                f"state[{name!r}] has shape {tuple(value.shape)}; {type(module).__name__} holds "
+                f"{tuple(target.shape)}"
+            )
+        target.copy_(value, non_blocking=True)

@@ -25,6 +25,7 @@ import torch
 
 from raysfl import profiling
 from raysfl.algorithms.base import RunSetup
+from raysfl.algorithms.common.device import load_into
 from raysfl.algorithms.common.evaluate import evaluate_split
 
 Weights = dict[str, torch.Tensor]
@@ -186,7 +187,7 @@ class FLServer:
 
     def evaluate(self) -> dict[str, Any]:
         """Top-1 accuracy and loss of the global model on the test set, plus the server's counters."""
-        self.full.load_state_dict(self.global_weights)
+        load_into(self.full, self.global_weights)
         acc, loss = evaluate_split(
             self.parts.client,
             self.parts.server,

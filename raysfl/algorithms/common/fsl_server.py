@@ -38,7 +38,7 @@ from torch import nn
 
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.aggregate import weighted_average
-from raysfl.algorithms.common.device import loss_zero
+from raysfl.algorithms.common.device import load_into, loss_zero, to_device
 from raysfl.algorithms.common.evaluate import evaluate_split_aux
 from raysfl.algorithms.common.fsl_accounting import GIB, tensor_bytes, tensor_numel
 from raysfl.algorithms.common.fsl_round import FSLRules, normal_init
@@ -57,11 +57,16 @@ class ServerCopy:
     buffers: dict[str, torch.Tensor]
     optimizer: torch.optim.Optimizer
 
-    def state(self) -> dict[str, torch.Tensor]:
-        """A detached CPU state dict."""
-        out = {n: t.detach().cpu().clone() for n, t in self.params.items()}
-        out.update({n: t.detach().cpu().clone() for n, t in self.buffers.items()})
-        return out
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The copy's parameters and buffers, detached, where they live (the server's device): read, not kept.
+
+        Averaging and evaluation read them there (no device-to-host copy per tensor); what they build
+        from them are new tensors, so the copy's training never changes a stored average.
+        """
+        return {
+            **{n: t.detach() for n, t in self.params.items()},
+            **{n: t.detach() for n, t in self.buffers.items()},
+        }
 
 
 class FSLServer:
@@ -93,7 +98,8 @@ class FSLServer:
         self.global_models: dict[str, dict[str, torch.Tensor]] = {"client": _cpu_state(model.client)}
         if rules.local_loss:
             self.global_models["aux"] = _cpu_state(model.aux)
-        self.global_server = _cpu_state(model.server)
+        # x_s: on the device, where the server copies start from and are averaged into
+        self.global_server = {k: v.detach().clone() for k, v in self.server_model.state_dict().items()}
         self._param_names = [n for n, _ in self.server_model.named_parameters()]
         self.clip_norm = rules.max_grad_norm or self.train.clip_grad_norm
         self.copies: dict[int, ServerCopy] = {}
@@ -150,8 +156,8 @@ class FSLServer:
         self.bytes["labels"] += tensor_bytes(labels)
         self.uploads += 1
         copy = self.copies[client if self.rules.server_copies else SHARED]
-        a = acts.to(self.device).detach()
-        y = labels.to(self.device)
+        a = to_device(acts, self.device).detach()
+        y = to_device(labels, self.device)
         if not self.rules.local_loss:
             a.requires_grad_(True)
         for group in copy.optimizer.param_groups:
@@ -195,17 +201,18 @@ class FSLServer:
         if self.rules.server_copies and self.rules.average_server_copies:
             members = [k for k, _, _ in self.buffer if k in self.copies]
             self.global_server = weighted_average(
-                [self.copies[k].state() for k in members], [self._weight(self.copy_sizes[k]) for k in members]
+                [self.copies[k].tensors() for k in members],
+                [self._weight(self.copy_sizes[k]) for k in members],
             )
         self.buffer.clear()
         self.aggregations += 1
 
     def evaluate(self) -> dict[str, Any]:
         """Top-1 accuracy and loss of [x_c, x_s] on the test set; of [x_c, a_c] too; plus the counters."""
-        self.client_model.load_state_dict(self.global_models["client"])
-        self.server_model.load_state_dict(self._eval_server_state())
+        load_into(self.client_model, self.global_models["client"])
+        load_into(self.server_model, self._eval_server_state())
         if self.aux_model is not None:
-            self.aux_model.load_state_dict(self.global_models["aux"])
+            load_into(self.aux_model, self.global_models["aux"])
         acc, loss, aux_acc = self._test()
         b = self.bytes
         up = b["smashed"] + b["labels"] + b["models_up"]
@@ -242,19 +249,18 @@ class FSLServer:
         return float(num_samples) if self.rules.aggregation == "data-size" else 1.0
 
     def _new_copy(self, state: dict[str, torch.Tensor]) -> ServerCopy:
-        params = {  # one copy, made on the device
-            n: state[n].detach().to(self.device, copy=True).requires_grad_(True) for n in self._param_names
-        }
-        buffers = {n: state[n].detach().to(self.device, copy=True) for n in state if n not in params}
+        moved = {n: to_device(t.detach(), self.device, copy=True) for n, t in state.items()}  # one copy
+        params = {n: moved[n].requires_grad_(True) for n in self._param_names}
+        buffers = {n: t for n, t in moved.items() if n not in params}
         return ServerCopy(params, buffers, make_optimizer(list(params.values()), self.train))
 
     def _eval_server_state(self) -> dict[str, torch.Tensor]:
         if not self.rules.server_copies:
-            return self.copies[SHARED].state()
+            return self.copies[SHARED].tensors()
         if self.rules.average_server_copies or not self.copies:
             return self.global_server
         # separate copies: evaluate their plain average (not installed anywhere)
-        return weighted_average([c.state() for c in self.copies.values()], [1.0] * len(self.copies))
+        return weighted_average([c.tensors() for c in self.copies.values()], [1.0] * len(self.copies))
 
     def _track_storage(self) -> None:
         server = sum(tensor_numel(c.params) + tensor_numel(c.buffers) for c in self.copies.values())

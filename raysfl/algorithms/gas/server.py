@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from raysfl import profiling
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.aggregate import weighted_average
-from raysfl.algorithms.common.device import device_generator, loss_zero
+from raysfl.algorithms.common.device import device_generator, load_into, loss_zero, to_device
 from raysfl.algorithms.common.evaluate import evaluate_split
 from raysfl.algorithms.common.optim import clip, make_optimizer
 from raysfl.algorithms.gas.generate import GaussianSampler, generation_counts, log_prior, staleness_weight
@@ -83,7 +83,7 @@ class GASServer:
     def on_activations(self, client: int, batch: Batch, version: int, e: int) -> torch.Tensor:
         """Store A_k (eq. (4)), update the statistics, maybe update w_s (eq. (5)); return G_k (eq. (7))."""
         labels_cpu = batch[1].cpu()  # the pools send CPU tensors: no copy
-        acts, labels = batch[0].to(self.device), labels_cpu.to(self.device)
+        acts, labels = to_device(batch[0], self.device), to_device(labels_cpu, self.device)
         self._ensure_stats(acts)
         weight = staleness_weight(
             self._progress(client, version, e), self.p.weighting, self.p.weight_a, self.p.weight_b
@@ -218,7 +218,7 @@ class GASServer:
 
     def evaluate(self) -> dict[str, Any]:
         """Top-1 accuracy and loss of [w_c, w_s] on the test set (GAS §10.12), plus server counters."""
-        self.client_model.load_state_dict(self.global_client)
+        load_into(self.client_model, self.global_client)
         acc, loss = evaluate_split(
             self.client_model,
             self.server_model,

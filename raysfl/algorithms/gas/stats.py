@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from raysfl.algorithms.common.device import to_device
+
 if TYPE_CHECKING:
     from raysfl.algorithms.gas.lowrank import LowRankSampler
 
@@ -80,15 +82,16 @@ class LabelGaussians:
         x = acts.detach().reshape(acts.shape[0], -1).to(self.dtype)
         labels = labels.cpu()
         w_cpu = weights.detach().cpu().to(self.dtype)
-        w = w_cpu.to(x.device)
+        w = to_device(w_cpu, x.device)
         small = self.covariance == "diagonal" and self.low_rank is None and x.device.type == "cpu"
         with one_cpu_thread() if small else nullcontext():
             for y in torch.unique(labels).tolist():
                 rows = torch.nonzero(labels == y).squeeze(1)
+                rows_on_device = to_device(rows, x.device)
                 self._merge(
                     int(y),
-                    x.index_select(0, rows.to(x.device)),
-                    w.index_select(0, rows.to(x.device)),
+                    x.index_select(0, rows_on_device),
+                    w.index_select(0, rows_on_device),
                     w_cpu.index_select(0, rows).sum(),
                 )
 

@@ -23,6 +23,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from raysfl.algorithms.common.device import to_device
+
 GRANULARITIES = ("element", "channel")
 _TAG = 0x4C46534C  # "LFSL": keeps these seeds apart from every other stream derived from the scenario seed
 
@@ -83,4 +85,4 @@ def _kept(mask: np.ndarray, device: torch.device) -> torch.Tensor:
     Indexing with a boolean mask on a GPU reads the count of kept values back from the device; positions
     computed from the host-side mask need no such read.
     """
-    return torch.from_numpy(np.flatnonzero(mask)).to(device)
+    return to_device(torch.from_numpy(np.flatnonzero(mask)), device)

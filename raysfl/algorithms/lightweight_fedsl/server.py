@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.aggregate import weighted_average
-from raysfl.algorithms.common.device import loss_zero
+from raysfl.algorithms.common.device import load_into, loss_zero, to_device
 from raysfl.algorithms.common.evaluate import evaluate_split
 from raysfl.algorithms.common.fsl_accounting import tensor_bytes
 from raysfl.algorithms.lightweight_fedsl.dropout import dropout_mask, gather, restore
@@ -89,9 +89,9 @@ class FedSLServer:
             mask = dropout_mask(
                 self.seed, int(k), round_index, shape, self.p.dropout, self.p.dropout_granularity
             )
-            a = restore(values.to(self.device), mask).requires_grad_(True)
+            a = restore(to_device(values, self.device), mask).requires_grad_(True)
             acts.append((int(k), a, mask))
-            labels.append(y.to(self.device).long())
+            labels.append(to_device(y, self.device).long())
         self.server_model.train()
         self.optimizer.zero_grad(set_to_none=True)
         n = len(acts)
@@ -138,7 +138,7 @@ class FedSLServer:
     # --- evaluation --------------------------------------------------------------------------------------
     def evaluate(self) -> dict[str, Any]:
         """Accuracy and loss of [w_c (last aggregate), w_s] on the test set, plus the byte counters."""
-        self.client_model.load_state_dict(self.global_client)
+        load_into(self.client_model, self.global_client)
         acc, loss = evaluate_split(
             self.client_model,
             self.server_model,

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from raysfl.algorithms.common.device import loss_zero
+from raysfl.algorithms.common.device import load_into, loss_zero, to_device
 from raysfl.algorithms.common.evaluate import evaluate_split
 from raysfl.algorithms.common.optim import clip, make_optimizer
 from raysfl.algorithms.config import TrainConfig
@@ -119,8 +119,8 @@ class SyncSplitServer:
         if sorted(i for g in groups for i in g) != list(range(len(clients))):
             raise ValueError(f"groups {groups!r} are not a partition of the {len(clients)} clients")
         cuts = [self.cuts[s] for s in splits]
-        acts = [b[0].to(self.device) for b in batches]
-        labels = [b[1].to(self.device) for b in batches]
+        acts = [to_device(b[0], self.device) for b in batches]
+        labels = [to_device(b[1], self.device) for b in batches]
         for k, c, a, y in zip(clients, cuts, acts, labels, strict=True):
             self.pending[int(k)] = self._client_gradient(c, a, y).cpu()
         self._grouped_step(cuts, acts, labels, groups)
@@ -266,7 +266,7 @@ class SyncSplitServer:
             raise ValueError("aggregate needs one split and one size per client model")
         current = {k: v.detach().cpu() for k, v in self.full.state_dict().items()}
         new = layerwise_average(self.layer_index, current, models, [self.cuts[s] for s in splits], sizes)
-        self.full.load_state_dict(new, strict=False)
+        load_into(self.full, new, strict=False)
         self.rounds += 1
 
     # --- evaluation -------------------------------------------------------------------------------------

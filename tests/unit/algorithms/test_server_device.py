@@ -12,6 +12,7 @@ host-side values it keeps there on purpose.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -174,3 +175,82 @@ def test_dropout_restore_and_gather_use_host_positions_with_the_mask_results(gra
     assert restore(values.to(META), mask).device == META
     assert gather(full.to(META), mask).shape == values.shape
     assert int(np.count_nonzero(mask)) == len(values)
+
+
+def _lenet_client() -> torch.nn.Module:
+    prep = prepare(scenario_from_dict(tiny({})))
+    return build_model(prep.setup).client
+
+
+def test_load_into_loads_like_load_state_dict_and_checks_keys_and_shapes():
+    from raysfl.algorithms.common.device import load_into
+
+    source, target, reference = _lenet_client(), _lenet_client(), _lenet_client()
+    with torch.no_grad():
+        for p in source.parameters():
+            p.add_(1.5)
+    state = {k: v.clone() for k, v in source.state_dict().items()}
+    load_into(target, state)
+    reference.load_state_dict(state)
+    for (k, a), b in zip(target.state_dict().items(), reference.state_dict().values(), strict=True):
+        assert torch.equal(a, b) and torch.equal(a, state[k]), k
+    assert all(p.requires_grad for p in target.parameters())  # parameters stay parameters, in place
+    key = next(iter(state))
+    with pytest.raises(RuntimeError, match=f"missing \\['{key}'\\]"):
+        load_into(target, {k: v for k, v in state.items() if k != key})
+    with pytest.raises(RuntimeError, match="unexpected \\['extra'\\]"):
+        load_into(target, {**state, "extra": torch.zeros(1)})
+    load_into(target, {key: state[key] * 0, "extra": torch.zeros(1)}, strict=False)  # the rest kept
+    assert torch.equal(target.state_dict()[key], state[key] * 0)
+    with pytest.raises(RuntimeError, match=f"state\\['{key}'\\] has shape"):
+        load_into(target, {key: torch.zeros(3)}, strict=False)
+
+
+def test_to_device_moves_to_the_device_and_copies_on_the_cpu_only_when_asked():
+    from raysfl.algorithms.common.device import to_device
+
+    t = torch.arange(6.0)
+    assert to_device(t, "cpu") is t
+    copied = to_device(t, "cpu", copy=True)
+    assert copied is not t and torch.equal(copied, t)
+    assert to_device(t, META).device == META
+
+
+def test_the_local_backend_reports_the_server_device():
+    from raysfl.engine.runner import local_dispatcher
+
+    prep = prepare(scenario_from_dict(tiny({})))
+    placement = local_dispatcher(prep).placement()
+    assert placement["device"] == "cpu" and placement["device_name"] == "cpu"
+    host = ServerHost(prep.setup, prep.dataset.test_x, prep.dataset.test_y, prep.transform, device="meta")
+    assert host.device == "meta" and host.device_name() == "meta"
+
+
+@pytest.mark.parametrize("user_setting", [None, ":16:8"])
+def test_deterministic_cuda_sets_the_flags_and_keeps_a_users_cublas_workspace(monkeypatch, user_setting):
+    import torch.utils.deterministic as det
+
+    from raysfl.engine.hosts import deterministic_cuda
+
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", user_setting or "")  # remembers the variable's state
+    if user_setting is None:
+        monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG")
+    cudnn = torch.backends.cudnn
+    saved = (
+        cudnn.benchmark,
+        cudnn.deterministic,
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        det.fill_uninitialized_memory,
+    )
+    try:
+        deterministic_cuda()
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == (user_setting or ":4096:8")
+        assert cudnn.deterministic and not cudnn.benchmark
+        assert torch.are_deterministic_algorithms_enabled()
+        assert torch.is_deterministic_algorithms_warn_only_enabled()
+        assert not det.fill_uninitialized_memory
+    finally:  # process-wide flags: give the other tests theirs back
+        cudnn.benchmark, cudnn.deterministic = saved[0], saved[1]
+        torch.use_deterministic_algorithms(saved[2], warn_only=saved[3])
+        det.fill_uninitialized_memory = saved[4]
