@@ -246,9 +246,11 @@ def _pass(kind: str, model: Any, input_shape: Sequence[int], batch: int) -> Call
     return run_pass
 
 
-def count_flops(sc: Scenario, batches: dict[str, dict[int, int]]) -> dict[str, float]:
+def count_flops(
+    sc: Scenario, batches: dict[str, dict[int, int]], data_dir: str | None = None
+) -> dict[str, float]:
     """Total FLOPs per pass kind: FLOPs of one pass per batch size (FlopCounterMode) × the run's calls."""
-    prep = prepare(sc)
+    prep = prepare(sc, data_dir)
     model = build_model(prep.setup)
     model.client.train()
     model.server.train()
@@ -318,9 +320,11 @@ def measure_peaks(threads: Iterable[int], seconds: float) -> dict[str, float]:
     return out
 
 
-def flops_table(sc: Scenario, report: dict[str, Any], peaks: dict[str, float]) -> str:
+def flops_table(
+    sc: Scenario, report: dict[str, Any], peaks: dict[str, float], data_dir: str | None = None
+) -> str:
     """Per pass kind: passes, GFLOP, seconds, achieved GFLOP/s; then the measured peaks."""
-    flops = count_flops(sc, merged_batches(report))
+    flops = count_flops(sc, merged_batches(report), data_dir)
     lines = ["| model pass | passes | GFLOP | s | GFLOP/s |", "|---|---:|---:|---:|---:|"]
     total_f = total_s = 0.0
     batches = merged_batches(report)
@@ -363,7 +367,7 @@ def main(doc: str, default_scenario: str, default_iterations: int, argv: Sequenc
     )
     print(breakdown_table(report))
     print()
-    print(flops_table(sc, report, peaks))
+    print(flops_table(sc, report, peaks, args.data_dir))
     if args.json:
         report["peaks"] = peaks
         Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
