@@ -5,9 +5,10 @@ A meta tensor has a device but no data, so every read of device data on the hot 
 that mixes a device tensor with a CPU tensor that was never moved (only 0-dim CPU scalars may mix). The
 server's calls must pass anyway: their decisions are taken on CPU-side copies, and the only device reads
 allowed are the gradient each call returns (``.cpu()``, counted) and the success flag of a new Cholesky
-factorisation (counted; with the low-rank sampler, one per fold). Afterwards every tensor the server holds
-is on its device, except the few
-host-side values it keeps there on purpose.
+factorisation (counted; with the low-rank sampler, one per fold), and no host-to-device copy may wait for
+the device (counted: a ``.to`` without ``non_blocking``). Afterwards every tensor the server holds is on its
+device, except the few host-side values it keeps there on purpose. ``tests/gpu`` checks all of this, and
+every other method's server, on a real GPU.
 """
 
 from __future__ import annotations
@@ -43,12 +44,24 @@ def tiny(params: dict[str, Any]) -> dict[str, Any]:
 
 
 class DeviceReads:
-    """Counts the device reads the server is allowed: gradient copies to the host and Cholesky flags."""
+    """Counts the device reads the server is allowed: gradient copies to the host and Cholesky flags.
+
+    Also counts host-to-device ``.to`` copies made without ``non_blocking``: on a GPU each waits for the
+    device (``common/device.py: to_device``), so the hot path makes none.
+    """
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.host_copies = 0
         self.factorisations = 0
-        cpu, cholesky_ex = torch.Tensor.cpu, torch.linalg.cholesky_ex
+        self.blocking_copies = 0
+        cpu, cholesky_ex, to = torch.Tensor.cpu, torch.linalg.cholesky_ex, torch.Tensor.to
+
+        def counted_to(t: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+            parsed = {k: v for k, v in kwargs.items() if k != "copy"}
+            device, _, non_blocking, _ = torch._C._nn._parse_to(*args, **parsed)
+            if device == META and t.device.type == "cpu" and not non_blocking:
+                self.blocking_copies += 1
+            return to(t, *args, **kwargs)
 
         def counted_cpu(t: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
             if t.device == META:
@@ -63,6 +76,7 @@ class DeviceReads:
             return cholesky_ex(a, *args, **kwargs)
 
         monkeypatch.setattr(torch.Tensor, "cpu", counted_cpu)
+        monkeypatch.setattr(torch.Tensor, "to", counted_to)
         monkeypatch.setattr(torch.linalg, "cholesky_ex", counted_cholesky)
 
 
@@ -139,6 +153,7 @@ def test_gas_server_runs_on_a_device_reading_back_only_the_gradients(monkeypatch
         grads = server.on_activations(client, batch, 0, 1 + n // 4)
         assert grads.device.type == "cpu" and grads.shape == batch[0].shape
         assert reads.host_copies == n  # one host copy per call: the gradient
+        assert reads.blocking_copies == 0  # and no host-to-device copy that waits for the device
     assert server.server_updates == len(batches) // 2 and server.generated_total > 0
     if params["covariance"] == "full":
         assert 0 < reads.factorisations <= server.server_updates * prep.setup.num_classes
