@@ -1,0 +1,35 @@
+"""The GPU tests stay runnable where no GPU is: ``tests/gpu`` with a CPU server, for one method of each kind.
+
+``tests/gpu`` is skipped without CUDA, so nothing else runs its code between the sessions that have a GPU.
+``RAYSFL_TEST_SERVER_DEVICE=cpu`` runs it with a CPU server (its synchronisation audit then counts nothing,
+but its bookkeeping, reports and runs execute); here, in a separate pytest process, for GAS, SplitFed V1 and
+FedAvg on the local backend.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_gpu_tests_pass_with_a_cpu_server(tmp_path):
+    env = {**os.environ, "RAYSFL_TEST_SERVER_DEVICE": "cpu", "RAYSFL_GPU_REPORT": str(tmp_path)}
+    cmd = [sys.executable, "-m", "pytest", "tests/gpu/test_cuda_server.py", "-q", "-p", "no:cacheprovider"]
+    cmd += ["-k", "[gas] or [splitfed_v1] or [fedavg]", "-o", "addopts="]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "9 passed" in done.stdout, done.stdout[-2000:]
+    syncs = json.loads((tmp_path / "gpu_syncs.json").read_text())
+    assert sorted(syncs) == ["fedavg", "gas", "splitfed_v1"]
+    assert syncs["gas"]["on_activations"]["calls"] > 0 and syncs["gas"]["on_activations"]["syncs"] == 0
+    compared = json.loads((tmp_path / "gpu_vs_cpu.json").read_text())
+
+    def losses(rows: list[dict]) -> list[float]:
+        return [r["loss"] for r in rows]
+
+    assert all(losses(v["cpu"]) == losses(v["server_device"]) for v in compared.values())  # cpu against cpu
