@@ -38,12 +38,14 @@ def device_generator(device: torch.device | str, seed: int) -> torch.Generator:
 
 
 def to_device(t: torch.Tensor, device: torch.device | str, copy: bool = False) -> torch.Tensor:
-    """``t`` on ``device``, the host-to-device copy queued without waiting for the device.
+    """``t`` on ``device``, the host-to-device copy queued without a stream synchronisation.
 
-    ``non_blocking=True``: from pageable host memory CUDA stages the bytes before the call returns, so the
-    source may be freed or reused at once and nothing waits for the kernels already queued (a plain ``.to``
-    synchronises the stream). From and to the CPU it is ``t.to(device, copy=copy)``: the same tensor, the
-    same values. Not for device-to-host copies: a value read on the host must wait for the device.
+    ``non_blocking=True``: torch does not synchronise the stream (a plain ``.to`` does, and so waits for every
+    kernel already queued); from pageable host memory CUDA copies the bytes to a staging buffer before the
+    call returns, so the source may be freed or reused at once (the driver may still wait where it must
+    stage; pinned memory would make the copy fully asynchronous). From and to the CPU it is
+    ``t.to(device, copy=copy)``: the same tensor, the same values. Not for device-to-host copies: a value
+    read on the host must wait for the device.
     """
     return t.to(device, non_blocking=True, copy=copy)
 
@@ -52,9 +54,10 @@ def to_device(t: torch.Tensor, device: torch.device | str, copy: bool = False) -
 def load_into(module: nn.Module, state: Mapping[str, torch.Tensor], strict: bool = True) -> None:
     """Copy ``state`` into ``module``'s parameters and buffers in place, like ``load_state_dict``.
 
-    The host-to-device copies are queued without waiting for the device (:func:`to_device`);
-    ``load_state_dict`` waits once per tensor. ``strict``: the keys must be exactly the module's; otherwise
-    keys the module lacks are ignored and missing ones keep their values. Shapes must match either way.
+    The host-to-device copies are queued without a stream synchronisation (:func:`to_device`);
+    ``load_state_dict`` synchronises once per tensor. ``strict``: the keys must be exactly the module's;
+    otherwise keys the module lacks are ignored and missing ones keep their values. Shapes must match
+    either way.
     """
     own = module.state_dict(keep_vars=True)
     if strict and own.keys() != state.keys():
