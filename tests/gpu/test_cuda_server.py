@@ -43,7 +43,9 @@ REPORT = os.environ.get("RAYSFL_GPU_REPORT")
 pytestmark = pytest.mark.skipif(
     DEVICE == "cuda" and not torch.cuda.is_available(), reason="torch sees no CUDA device"
 )
-EVALUATION_READS = 3  # int(correct), float(loss_sum), int(aux_correct): common/evaluate.py
+# common/evaluate.py reads int(correct), float(loss_sum), int(aux_correct); a split method's read of its
+# training-loss sum fits in the model allowance of SyncAudit
+EVALUATION_READS = 3
 
 
 def _report(name: str, key: str, value: Any) -> None:

@@ -232,13 +232,17 @@ def test_to_device_moves_to_the_device_and_copies_on_the_cpu_only_when_asked():
 
 
 def test_the_local_backend_reports_the_server_device():
+    from raysfl.engine.dispatch import LocalDispatcher
     from raysfl.engine.runner import local_dispatcher
 
     prep = prepare(scenario_from_dict(tiny({})))
-    placement = local_dispatcher(prep).placement()
+    on_cpu = local_dispatcher(prep)
+    placement = on_cpu.placement()
     assert placement["device"] == "cpu" and placement["device_name"] == "cpu"
     host = ServerHost(prep.setup, prep.dataset.test_x, prep.dataset.test_y, prep.transform, device="meta")
     assert host.device == "meta" and host.device_name() == "meta"
+    placement = LocalDispatcher(on_cpu.clients, host).placement()  # not "cpu" whatever the device
+    assert placement["device"] == "meta" and placement["device_name"] == "meta"
 
 
 @pytest.mark.parametrize("user_setting", [None, ":16:8"])
