@@ -46,7 +46,12 @@ class TrainConfig:
         " interval of this many emulated seconds (an equal time grid for every method, for time-to-target"
         " comparisons of methods whose iterations last differently long) [A]; 0 = off",
     )
-    eval_batch_size: int = option(512, ge=1, doc="test-set batch size (does not change results)")
+    eval_batch_size: int = option(
+        512,
+        ge=1,
+        doc="test-set batch size: the loss is summed per batch (results change at float32 rounding only); "
+        "on the CPU each batch's forward runs at most 64 rows at a time (common/evaluate.py)",
+    )
     max_emulated_s: float = option(0.0, ge=0, doc="stop after this much emulated time, 0 = no limit")
 
 
