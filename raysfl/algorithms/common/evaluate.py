@@ -13,13 +13,13 @@ CPU_FORWARD_ROWS = 64
 
 A forward over a whole evaluation batch (512 rows by default) streams every feature map through main
 memory; 64 rows at a time keep them in the processor's caches. ``benchmarks/eval_rows.py`` measured
-1.1-4x faster evaluations for 9 of the 11 zoo models on two processors (AlexNet 1.2-1.3x, the FedASMU CNN
-2.5-4x, ResNet-20 2.5-2.9x), 0.84-0.98x for ResNet-18 and LeNet-5. Each row's output does not depend on
-the other rows in eval mode, so the logits are the same up to the kernels' rounding: bit for bit on the
-AMD EPYC development machine (torch 2.13) for every zoo model; on an Intel Xeon (torch 2.11) 4 models'
-logits differed by up to 6.3e-7 of the largest logit, with no predicted class changed. A fixed size keeps
-every run's numbers a function of the machine alone. On other devices the forward takes the whole batch
-(a GPU wants large batches).
+1.1-4x faster evaluations for 9 of the 11 zoo models on two processors (AlexNet 1.1-1.3x, the FedASMU CNN
+2.3-4.1x, ResNet-20 2.2-2.9x) and 0.84-1.03x for ResNet-18 and LeNet-5 (benchmarks/RESULTS.md). Each
+row's output does not depend on the other rows in eval mode, so the logits are the same up to the
+kernels' rounding: bit for bit on the AMD EPYC development machine (torch 2.13) for every zoo model; on an
+Intel Xeon (torch 2.11) 4 models' logits differed by up to 6.3e-7 of the largest logit, with no predicted
+class changed. A fixed size keeps every run's numbers a function of the machine alone. On other devices
+the forward takes the whole batch (a GPU wants large batches).
 """
 
 
