@@ -86,3 +86,47 @@ def test_two_concurrent_sweep_trials_land_on_different_nodes(two_roomy_nodes, tm
         first = json.loads(lines[0])
         spans.append((stamps[0] - first["time_this_iter_s"], stamps[-1]))
     assert spans[0][0] < spans[1][1] and spans[1][0] < spans[0][1], f"trials did not overlap: {spans}"
+
+
+@pytest.fixture
+def gpu_on_another_node():
+    """The driver's raylet (2 CPUs, no GPU) and a second raylet that declares one GPU and 1 CPU.
+
+    On a machine without CUDA the GPU is only a Ray resource: the server is placed for it, and its
+    ``server_device = "auto"`` then finds no CUDA and stays on the CPU. With CUDA, Ray hands the actor the
+    real GPU.
+    """
+    import ray
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "num_gpus": 0})
+    gpu_node = cluster.add_node(num_cpus=1, num_gpus=1)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)
+    yield gpu_node.node_id
+    ray.shutdown()
+    cluster.shutdown()
+
+
+def test_the_server_goes_to_the_gpu_node_and_the_pools_stay_off_it(gpu_on_another_node, tmp_path):
+    import ray
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    local = tmp_path / "local"
+    run(scenario_from_dict(TINY, [f"engine.server_device={device}"]), local, backend="local")
+    out = tmp_path / "cluster"
+    summary = run(scenario_from_dict(TINY, ["engine.pools=2"]), out, backend="ray")
+    placement = summary["placement"]
+    driver_node = ray.get_runtime_context().get_node_id()
+    assert driver_node != gpu_on_another_node
+    assert placement["node_id"] == gpu_on_another_node, placement  # it asked for the GPU (num_gpus = 1)
+    assert placement["device"] == device
+    assert set(placement["pool_nodes"]) == {driver_node}, placement  # the GPU node's one CPU is the server's
+    assert _metrics(out) == _metrics(local)
+    assert (
+        pq.read_table(out / "events.parquet").to_pylist()
+        == pq.read_table(local / "events.parquet").to_pylist()
+    )
