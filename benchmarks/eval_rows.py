@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from raysfl.algorithms.common import evaluate
-from raysfl.models import ModelConfig, build_split_model
+from raysfl.models import ModelConfig, SplitModel, build_split_model
 
 BATCH = 512
 # (model, options, in_channels, image size, test images timed): the shapes of the scenarios that use them
@@ -42,7 +42,7 @@ CASES: list[tuple[str, dict[str, object], int, int, int]] = [
 ]
 
 
-def logits(model, x: torch.Tensor) -> torch.Tensor:
+def logits(model: SplitModel, x: torch.Tensor) -> torch.Tensor:
     """All logits, with the evaluation's own chunking (:data:`evaluate.CPU_FORWARD_ROWS`)."""
     with torch.no_grad():
         out = [
@@ -54,7 +54,7 @@ def logits(model, x: torch.Tensor) -> torch.Tensor:
     return torch.cat(out)
 
 
-def seconds(model, x: torch.Tensor, y: torch.Tensor, rows: int, repeats: int) -> float:
+def seconds(model: SplitModel, x: torch.Tensor, y: torch.Tensor, rows: int, repeats: int) -> float:
     """Best wall time of ``evaluate_split`` over ``x`` with ``rows`` rows per forward pass."""
     evaluate.CPU_FORWARD_ROWS = rows
     best = float("inf")
