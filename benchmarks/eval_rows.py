@@ -46,7 +46,7 @@ def logits(model: SplitModel, x: torch.Tensor) -> torch.Tensor:
     """All logits, with the evaluation's own chunking (:data:`evaluate.CPU_FORWARD_ROWS`)."""
     with torch.no_grad():
         out = [
-            evaluate._logits(
+            evaluate.chunked_logits(
                 model.client, model.server, None, x[s : s + BATCH], evaluate.forward_rows(x, BATCH)
             )[0]
             for s in range(0, len(x), BATCH)

@@ -141,8 +141,12 @@ class LocalDispatcher:
     def placement(self) -> dict[str, Any]:
         """Everything runs in this process; the server on its device."""
         server = self.server
-        return {"device": server.device, "device_name": server.device_name(), "node_id": "local",
-                "pool_nodes": ["local"]}  # fmt: skip
+        return {
+            "device": server.device,
+            "device_name": server.device_name(),
+            "node_id": "local",
+            "pool_nodes": ["local"],
+        }
 
     def snapshot(self) -> dict[str, Any]:
         """The server, the single in-process pool and the live slot values."""

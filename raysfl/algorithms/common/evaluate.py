@@ -28,19 +28,21 @@ def forward_rows(x: torch.Tensor, batch_size: int) -> int:
     return min(batch_size, CPU_FORWARD_ROWS) if x.device.type == "cpu" else batch_size
 
 
-def _logits(
+def chunked_logits(
     client: nn.Module, server: nn.Module, aux: nn.Module | None, x: torch.Tensor, rows: int
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``server(client(x))`` and ``aux(client(x))``, computed ``rows`` rows at a time."""
+    """``server(client(x))`` and ``aux(client(x))`` (``None`` without ``aux``), ``rows`` rows at a time."""
     main, side = [], []
     for start in range(0, len(x), rows):
         feats = client(x[start : start + rows])
         main.append(server(feats))
         if aux is not None:
             side.append(aux(feats))
-    if len(main) == 1:
-        return main[0], side[0] if aux is not None else None
-    return torch.cat(main), torch.cat(side) if aux is not None else None
+
+    def join(parts: list[torch.Tensor]) -> torch.Tensor:
+        return parts[0] if len(parts) == 1 else torch.cat(parts)  # one chunk: no copy
+
+    return join(main), join(side) if aux is not None else None
 
 
 @torch.no_grad()
@@ -74,7 +76,7 @@ def evaluate_split_aux(
         x = test_x[start : start + batch_size].to(device)  # no copy when the test set is there already
         y = test_y[start : start + batch_size].to(device)
         with profiling.section("eval.forward", len(y)):
-            logits, aux_logits = _logits(client, server, aux, x, forward_rows(x, batch_size))
+            logits, aux_logits = chunked_logits(client, server, aux, x, forward_rows(x, batch_size))
         loss_sum += F.cross_entropy(logits, y, reduction="sum").to(torch.float64)
         correct += (logits.argmax(1) == y).sum()
         if aux_logits is not None:
