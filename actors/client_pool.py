@@ -26,6 +26,16 @@ class ClientPool(Profiled):
         """Run one client step (``start``, ``step``, ``finish``, ...), paced in realtime mode."""
         return self.host.call(method, client, *args, pace_wall_s=pace_wall_s)
 
+    def call_carried(
+        self, method: str, client: int, state: Any, *args: Any, pace_wall_s: float = 0.0
+    ) -> tuple[Any, Any]:
+        """Run one call of a roaming client: its ``state`` comes in, ``(result, state)`` go out."""
+        return self.host.call_carried(method, client, state, *args, pace_wall_s=pace_wall_s)
+
+    def clients_roam(self) -> bool:
+        """Whether the client logic's calls are whole jobs, so its clients may run in any pool."""
+        return self.host.clients_roam()
+
     def snapshot(self) -> dict[str, Any]:
         """Checkpoint: the pool's logic and its clients' states (plain data and tensors)."""
         return self.host.snapshot()

@@ -59,6 +59,7 @@ DESCRIPTIONS = {
     "client.backward": "client backward (recomputed forward + backward)",
     "client.forward_backward": "client forward + backward (full model)",
     "client.optimizer": "client: gradient clip + optimizer step",
+    "client.carry_state": "client: a roaming client's state out of its call (least-loaded placement)",
     "server.grad": "server input-gradient passes (G_k)",
     "server.update": "server update steps (w_s)",
     "server.stats": "statistics updates (mean / covariance)",

@@ -5,7 +5,8 @@ Runs ``scenarios/bench/fedavg_peer.toml`` (with the given ``key=value`` override
 Ray, stopped at the end), writing the run's outputs to a temporary folder (or ``--out``), and adds the
 timings raysfl does not report itself (see ``fedavg_work``):
 
-* the first round's start: the start of the first ``ClientPool.call`` task (the first client job) in Ray's
+* the first round's start: the start of the first ``ClientPool.call`` or ``ClientPool.call_carried`` task
+  (the first client job; the second with ``engine.placement = "least-loaded"``, the default) in Ray's
   task timeline (``ray.timeline()``), read before Ray stops. Workers report their task events every
   ``RAY_task_events_report_interval_ms`` (Ray's default 1 s; this script sets 100 ms unless the variable is
   set): the run kills its actors when it ends, and a pool that ends within one report interval of its
@@ -33,7 +34,7 @@ from typing import Any
 
 import fedavg_work as fw
 
-POOL_TASK = "task::ClientPool.call"
+POOL_TASKS = ("task::ClientPool.call", "task::ClientPool.call_carried")
 EVENTS_VAR = "RAY_task_events_report_interval_ms"
 
 
@@ -55,8 +56,8 @@ class _LastEval:
 
 
 def first_pool_task_start(events: list[dict[str, Any]]) -> float | None:
-    """Wall time (s) when the first ``ClientPool.call`` task started, from ``ray.timeline()`` events."""
-    starts = [float(e["ts"]) / 1e6 for e in events if e.get("cat") == POOL_TASK and "ts" in e]
+    """Wall time (s) when the first client job (a ``POOL_TASKS`` task) started, from ``ray.timeline()``."""
+    starts = [float(e["ts"]) / 1e6 for e in events if e.get("cat") in POOL_TASKS and "ts" in e]
     return min(starts) if starts else None
 
 
@@ -93,7 +94,7 @@ def run(
         finally:
             cluster.shutdown_ray()
     if first is None:
-        raise RuntimeError("Ray's task timeline holds no ClientPool.call task; cannot time the first round")
+        raise RuntimeError("Ray's task timeline holds no client job (a ClientPool task); cannot time round 1")
     last_eval = sink.rows[-1][0] if sink.rows else float("nan")
     eng = sc.engine
     return fw.result(

@@ -203,4 +203,4 @@ def ray_dispatcher(prep: Any, address: str | None) -> RayDispatcher:
         for opts in pool_opts
     ]
     scale = eng.time_scale if eng.clock == "realtime" else None
-    return RayDispatcher(pools, pool_of_client(k, n_pools), server, eng.max_inflight, scale)
+    return RayDispatcher(pools, pool_of_client(k, n_pools), server, eng.max_inflight, scale, eng.placement)

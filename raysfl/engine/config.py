@@ -19,6 +19,13 @@ class EngineConfig:
     clients_per_pool: int = option(
         0, ge=0, doc="clients per pool; 0 = spread K clients evenly over `pools`; 1 = one actor per client"
     )
+    placement: str = option(
+        "least-loaded",
+        choices=("blocks", "least-loaded"),
+        doc="client -> pool: fixed blocks of clients; or, for methods whose client calls are whole jobs (the "
+        "FL family), each call to the pool with the fewest calls in flight, the client's state travelling "
+        "with it (same numbers; ray backend)",
+    )
     clock: str = option(
         "virtual",
         choices=("virtual", "realtime"),

@@ -135,13 +135,16 @@ class ClientHost:
         self.states: dict[int, Any] = {}
         self._externals = {"setup": setup, "train_x": train_x, "train_y": train_y, "transform": transform}
 
+    def _fresh_state(self, client: int) -> Any:
+        """A new state of ``client`` from the client's own seed stream."""
+        seq = seed_sequence(self.setup.scenario.seed, "client", client)
+        return self.logic.init_state(client, self.setup.client_indices[client], seq)
+
     def state(self, client: int) -> Any:
         """The state of ``client``, created on first use from the client's own seed stream."""
         st = self.states.get(client)
         if st is None:
-            seq = seed_sequence(self.setup.scenario.seed, "client", client)
-            st = self.logic.init_state(client, self.setup.client_indices[client], seq)
-            self.states[client] = st
+            st = self.states[client] = self._fresh_state(client)
         return st
 
     def call(self, method: str, client: int, *args: Any, pace_wall_s: float = 0.0) -> Any:
@@ -149,6 +152,29 @@ class ClientHost:
         _use_threads(self.threads)
         with profiling.section("client." + method), paced(pace_wall_s):
             return _method(self.logic, method)(self.state(client), *args)
+
+    def clients_roam(self) -> bool:
+        """Whether every call of the logic is a whole job, so a client's state may wait outside the pool.
+
+        A client logic says so with ``clients_roam = True`` (:mod:`raysfl.engine.balance`).
+        """
+        return bool(getattr(self.logic, "clients_roam", False))
+
+    def call_carried(
+        self, method: str, client: int, tree: Any, *args: Any, pace_wall_s: float = 0.0
+    ) -> tuple[Any, Any]:
+        """:meth:`call` for a client whose state travels with its calls: ``(result, state)``.
+
+        ``tree`` is the state the client's previous call returned (a :func:`capture` tree), or ``None``
+        for the client's first call (a fresh state from its seed stream). Nothing of the client stays in
+        this host.
+        """
+        st = self._fresh_state(client) if tree is None else rebuild(tree, self._externals)
+        _use_threads(self.threads)
+        with profiling.section("client." + method), paced(pace_wall_s):
+            value = _method(self.logic, method)(st, *args)
+        with profiling.section("client.carry_state"):
+            return value, capture(st, self._externals)
 
     def snapshot(self) -> dict[str, Any]:
         """The pool's logic, every client state created so far (one tree each) and the torch RNG state."""

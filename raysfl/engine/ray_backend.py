@@ -25,6 +25,7 @@ from ray.exceptions import ObjectLostError, RayActorError
 
 from raysfl import profiling
 from raysfl.algorithms.actions import SERVER, Call, Report, Slot
+from raysfl.engine.balance import PLACEMENTS, LeastLoaded
 from raysfl.engine.dispatch import Ready, WorkerLostError, backend_snapshot, pool_snapshots
 from raysfl.engine.snapshot import rebuild
 
@@ -42,7 +43,12 @@ def _lost_workers() -> Iterator[None]:
 
 
 class RayDispatcher:
-    """Dispatches to Ray actors: ``pools[pool_of(client)]`` for client calls, ``server`` for the rest."""
+    """Dispatches to Ray actors: client calls to a pool, the rest to ``server``.
+
+    A client's pool is ``pool_of(client)``; with ``placement = "least-loaded"`` and a client logic whose
+    clients roam, each call goes to the pool with the fewest calls in flight and carries the client's
+    state (:mod:`raysfl.engine.balance`).
+    """
 
     def __init__(
         self,
@@ -51,10 +57,23 @@ class RayDispatcher:
         server: Any,
         max_inflight: int,
         time_scale: float | None = None,
+        placement: str = "blocks",
     ) -> None:
+        if placement not in PLACEMENTS:
+            raise ValueError(f"engine.placement must be one of {PLACEMENTS}, got {placement!r}")
         self.time_scale = time_scale
         self.pools = pools
         self.pool_of = pool_of
+        self.balancer: LeastLoaded | None = None
+        self.pool_placement = "blocks"
+        self.carried: dict[int, ray.ObjectRef] = {}  # roaming client -> its state, as its last call left it
+        self._last_pool: dict[int, int] = {}
+        if placement == "least-loaded" and len(pools) > 1:
+            if ray.get(pools[0].clients_roam.remote()):
+                self.balancer = LeastLoaded(len(pools), _finished)
+                self.pool_placement = "least-loaded"
+            else:
+                self.pool_placement = "blocks (the method's client calls are not whole jobs)"
         self.server = server
         self.max_inflight = max_inflight
         self.slots: dict[tuple[Any, ...], ray.ObjectRef] = {}
@@ -80,6 +99,8 @@ class RayDispatcher:
         with profiling.section("ray.submit"):
             if action.target == SERVER:
                 ref = self.server.call.remote(action.method, *args, pace_wall_s=pace)
+            elif self.balancer is not None:
+                ref = self._call_roaming(action, args, pace)
             else:
                 pool = self.pools[self.pool_of(action.client)]
                 ref = pool.call.remote(action.method, action.client, *args, pace_wall_s=pace)
@@ -92,6 +113,24 @@ class RayDispatcher:
         while len(self._inflight) > self.max_inflight:
             with _lost_workers(), profiling.section("ray.backpressure_wait"):
                 ray.wait([self._inflight.popleft()], fetch_local=False)
+
+    def _call_roaming(self, action: Call, args: list[Any], pace: float) -> ray.ObjectRef:
+        """Submit a roaming client's call, with its state, to the least-loaded pool; the result's ref.
+
+        The state the call returns replaces the client's in :attr:`carried`.
+        """
+        assert self.balancer is not None
+        client = action.client
+        index = self.balancer.pick(self._last_pool.get(client))
+        ref, state = (
+            self.pools[index]
+            .call_carried.options(num_returns=2)
+            .remote(action.method, client, self.carried.get(client), *args, pace_wall_s=pace)
+        )
+        self.carried[client] = state
+        self._last_pool[client] = index
+        self.balancer.submitted(index, ref)
+        return ref
 
     def ready(self, slot: Slot) -> bool:
         """Whether the call producing ``slot`` has finished (without fetching its value)."""
@@ -141,11 +180,21 @@ class RayDispatcher:
             server = ray.get(self.server.snapshot.remote())
             names = list(self.slots)
             values = ray.get([self.slots[n] for n in names])
-        return backend_snapshot(server, pools, dict(zip(names, values, strict=True)))
+            roaming = list(self.carried)
+            states = ray.get([self.carried[c] for c in roaming])
+        snap = backend_snapshot(server, pools, dict(zip(names, values, strict=True)))
+        snap["clients"].update(zip(roaming, states, strict=True))
+        return snap
 
     def restore(self, snap: dict[str, Any]) -> None:
         """Send each pool its clients' states, the server its state; re-put the live slot values."""
         parts = pool_snapshots(snap, len(self.pools), self.pool_of)
+        if self.balancer is not None:  # the states wait in the object store, the pools hold none
+            self.carried = {int(c): ray.put(tree) for c, tree in snap["clients"].items()}
+            self._last_pool.clear()
+            self.balancer.reset()
+            for part in parts:
+                part["states"] = {}
         with _lost_workers():
             ray.get([p.restore.remote(part) for p, part in zip(self.pools, parts, strict=True)])
             ray.get(self.server.restore.remote(snap["server"]))
@@ -161,9 +210,18 @@ class RayDispatcher:
         return pid
 
     def placement(self) -> dict[str, Any]:
-        """Where the actors run: the server's device and node, and each pool's node."""
+        """Where the actors run: the server's device and node, each pool's node, how clients are placed.
+
+        With least-loaded placement also the calls each pool was given and how often a client's call went
+        to another pool than its previous one.
+        """
         server = ray.get(self.server.describe.remote())
-        return {**server, "pool_nodes": ray.get([p.node_id.remote() for p in self.pools])}
+        nodes = ray.get([p.node_id.remote() for p in self.pools])
+        out = {**server, "pool_nodes": nodes, "pool_placement": self.pool_placement}
+        if self.balancer is not None:
+            out["pool_calls"] = list(self.balancer.calls)
+            out["client_moves"] = self.balancer.moves
+        return out
 
     def collect_profiles(self) -> None:
         """Profiling only: add every actor's report to this process's profiler.
@@ -193,6 +251,12 @@ class RayDispatcher:
 
 
 TASK_EVENT_FLUSH_S = 2.0
+
+
+def _finished(ref: ray.ObjectRef) -> bool:
+    """Whether the call behind ``ref`` has finished (does not wait, fetches nothing)."""
+    ready, _ = ray.wait([ref], timeout=0, fetch_local=False)
+    return bool(ready)
 
 
 def task_phases(

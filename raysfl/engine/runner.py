@@ -385,6 +385,9 @@ def _attempt(
         except KeyboardInterrupt:
             interrupted = True
             totals = coordinator.totals
+        if "pool_calls" in placement:  # least-loaded placement: what each pool ran in this attempt
+            final = dispatcher.placement()
+            placement.update(pool_calls=final["pool_calls"], client_moves=final["client_moves"])
         return totals, placement, interrupted
     finally:
         with profiling.section("teardown"):

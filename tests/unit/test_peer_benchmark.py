@@ -8,6 +8,7 @@ computes on a tiny scenario; the Flower script imports Flower only when it runs.
 from __future__ import annotations
 
 import importlib
+import json
 import math
 import sys
 from pathlib import Path
@@ -169,6 +170,9 @@ def test_raysfl_side_reads_the_first_pool_task_from_rays_timeline(peers):
         {"cat": "task:execute", "ts": 0.5e6},
     ]
     assert side.first_pool_task_start(events) == 2.5
+    # a roaming client's job (engine.placement = "least-loaded") is a call_carried task
+    events.append({"cat": "task::ClientPool.call_carried", "ts": 2.25e6, "dur": 1.0})
+    assert side.first_pool_task_start(events) == 2.25
     assert side.first_pool_task_start([]) is None
 
 
@@ -176,11 +180,21 @@ def test_run_all_runs_the_chosen_systems_into_one_table(tmp_path):
     """The driver launches each system in its own process with RAYSFL_PEER_T0 and prints one table."""
     import subprocess
 
-    cmd = [sys.executable, str(PEERS / "run_all.py"), *TINY, "train.global_iterations=1", "--only", "plain"]
+    cmd = [
+        sys.executable,
+        str(PEERS / "run_all.py"),
+        *TINY,
+        "train.global_iterations=1",
+        "--only",
+        "raysfl,plain",
+    ]
     done = subprocess.run([*cmd, "--logs", str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
-    assert len(lines) == 3 and lines[2].startswith("| plain loop (1 process) | ")
+    assert len(lines) == 4 and lines[3].startswith("| plain loop (1 process) | ")
+    # raysfl on its own embedded Ray, 2 pools with roaming clients: the first job is timed from Ray's timeline
+    assert lines[2].startswith("| raysfl (Ray, 2 pools x 1 thread) | ") and "failed" not in lines[2]
     assert (tmp_path / "plain.json").is_file() and (tmp_path / "plain.log").is_file()
+    assert json.loads((tmp_path / "raysfl.json").read_text())["startup_s"] > 0
     bad = subprocess.run([*cmd[:-1], "dask"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "unknown systems ['dask']" in bad.stderr

@@ -85,6 +85,10 @@ class LocalObjective(Protocol):
 class FLClient:
     """Full-model local training shared by FedAvg, FedAsync, FedBuff and CA2FL.
 
+    A job is one :meth:`train` call that reads and writes only the client's state, so the engine may keep
+    the state outside the pool between jobs and run each job in the least-loaded pool (``clients_roam``,
+    :mod:`raysfl.engine.balance`).
+
     Args:
         model: the full model (``SplitModel.full()``), shared by every client of the pool.
         train_x: the training images (uint8, indexed by each client's sample indices).
@@ -97,6 +101,8 @@ class FLClient:
         objective: a method's own local objective; when given it replaces the cross-entropy (and
             ``proximal`` must be 0).
     """
+
+    clients_roam = True
 
     def __init__(
         self,

@@ -57,7 +57,13 @@ class MUClientState(FLClientState):
 
 
 class MUClient(FLClient):
-    """Segmented local training with the device-side merge; persistent RL and merge controls per device."""
+    """Segmented local training with the device-side merge; persistent RL and merge controls per device.
+
+    A job is several calls (``begin``/``start``, ``epochs``) with a model in the state between them, so
+    its clients stay in their pools (``clients_roam = False``).
+    """
+
+    clients_roam = False
 
     def __init__(self, *args: Any, params: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
