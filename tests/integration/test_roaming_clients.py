@@ -5,6 +5,7 @@ the in-process run (DESIGN property 3), through a killed pool and a resumed chec
 import shutil
 
 import pyarrow.parquet as pq
+import pytest
 
 from raysfl.engine.runner import run
 from raysfl.scenario import scenario_from_dict
@@ -88,4 +89,16 @@ def test_a_method_whose_jobs_span_several_calls_keeps_its_blocks(ray_session, tm
     summary = run(scenario_from_dict(sc, ["engine.pools=2"]), tmp_path / "ray", backend="ray")
     assert summary["placement"]["pool_placement"] == "blocks (the method's client calls are not whole jobs)"
     run(scenario_from_dict(sc), tmp_path / "local", backend="local")
+    _same_run(tmp_path / "ray", tmp_path / "local")
+
+
+@pytest.mark.parametrize("method", ["fedbuff", "moon", "feddyn", "port", "fedsa"])
+def test_every_kind_of_fl_job_roams_with_the_same_numbers(ray_session, tmp_path, method):
+    """Asynchronous jobs (FedBuff), a model kept in the client's state between jobs (MOON's previous local
+    model, FedDyn's gradient state), jobs trained only when due (PORT) and per-job learning rates (FedSA)."""
+    sc = {**FEDAVG, "federation": {"num_clients": 5, "active_clients": 3}, "algorithm": {"name": method}}
+    run(scenario_from_dict(sc), tmp_path / "local", backend="local")
+    summary = run(scenario_from_dict(sc, ["engine.pools=2"]), tmp_path / "ray", backend="ray")
+    assert summary["placement"]["pool_placement"] == "least-loaded"
+    assert min(summary["placement"]["pool_calls"]) > 0
     _same_run(tmp_path / "ray", tmp_path / "local")
