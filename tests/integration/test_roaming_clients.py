@@ -2,13 +2,12 @@
 pool has the fewest calls in flight, each carrying its client's state, and every number stays the one of
 the in-process run (DESIGN property 3), through a killed pool and a resumed checkpoint too."""
 
-import shutil
-
 import pyarrow.parquet as pq
 import pytest
 
 from raysfl.engine.runner import run
 from raysfl.scenario import scenario_from_dict
+from tests.unit.engine.test_checkpoint_resume import crash_after
 
 FEDAVG = {
     "name": "tiny-fedavg-roaming",
@@ -72,12 +71,7 @@ def test_an_in_process_checkpoint_resumes_with_roaming_clients(ray_session, tmp_
     """The checkpoint keeps client states per client, whatever held them: pools or the object store."""
     checkpointed = ["engine.checkpoint_every=2", "engine.keep_checkpoints=5"]
     run(scenario_from_dict(FEDAVG, checkpointed), tmp_path / "full", backend="local")
-    crashed = tmp_path / "crashed"
-    shutil.copytree(tmp_path / "full", crashed)
-    for ck in (crashed / "checkpoints").glob("ckpt-*.pt"):
-        if ck.name > "ckpt-000004.pt":
-            ck.unlink()
-    (crashed / "summary.json").unlink()
+    crashed = crash_after(tmp_path / "full", tmp_path / "crashed", "ckpt-000004.pt")
     resumed = run(scenario_from_dict(FEDAVG, [*checkpointed, "engine.pools=2"]), crashed, resume=True)
     assert resumed["resumed_from"] == "ckpt-000004.pt"
     assert resumed["placement"]["pool_placement"] == "least-loaded"
