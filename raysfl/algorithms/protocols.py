@@ -24,6 +24,10 @@ class ClientLogic(Protocol):
 
     Random layers (dropout) must draw from the client's stream, not from the process that runs the call
     (:func:`raysfl.api.seeded_if`), or the numbers depend on the pool.
+
+    A logic whose every call is a whole job, reading and writing nothing of the client but its state, may
+    set the class attribute ``clients_roam = True``: with ``engine.placement = "least-loaded"`` each call
+    then runs in the least-loaded pool and the state travels with it (:mod:`raysfl.engine.balance`).
     """
 
     def init_state(self, client: int, indices: np.ndarray, seed_seq: np.random.SeedSequence) -> Any:
