@@ -7,6 +7,7 @@ from raysfl.engine.runner import run
 from raysfl.scenario import scenario_from_dict
 
 from .test_ray_determinism import TINY, _metrics
+from .test_roaming_clients import FEDAVG
 
 pytestmark = pytest.mark.multinode
 
@@ -34,6 +35,22 @@ def test_two_raylets_give_the_single_process_result(two_node_cluster, tmp_path):
     summary = run(scenario_from_dict(TINY, ["engine.pools=2"]), out, backend="ray")
     nodes = summary["placement"]["pool_nodes"]
     assert len(set(nodes)) == 2, f"pools were not spread over the two nodes: {nodes}"
+    assert _metrics(out) == _metrics(local)
+    assert (
+        pq.read_table(out / "events.parquet").to_pylist()
+        == pq.read_table(local / "events.parquet").to_pylist()
+    )
+
+
+def test_roaming_clients_cross_nodes_with_the_single_process_result(two_node_cluster, tmp_path):
+    """FedAvg's jobs go to the least-loaded pool, each pool on its own raylet: the client states cross
+    nodes through the object store."""
+    local, out = tmp_path / "local", tmp_path / "cluster"
+    run(scenario_from_dict(FEDAVG), local, backend="local")
+    summary = run(scenario_from_dict(FEDAVG, ["engine.pools=2", "engine.max_inflight=2"]), out, backend="ray")
+    placed = summary["placement"]
+    assert len(set(placed["pool_nodes"])) == 2, f"pools were not spread over the two nodes: {placed}"
+    assert placed["pool_placement"] == "least-loaded" and placed["client_moves"] > 0
     assert _metrics(out) == _metrics(local)
     assert (
         pq.read_table(out / "events.parquet").to_pylist()
