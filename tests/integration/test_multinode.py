@@ -7,7 +7,7 @@ from raysfl.engine.runner import run
 from raysfl.scenario import scenario_from_dict
 
 from .test_ray_determinism import TINY, _metrics
-from .test_roaming_clients import FEDAVG
+from .test_roaming_clients import FEDAVG, same_run
 
 pytestmark = pytest.mark.multinode
 
@@ -51,11 +51,7 @@ def test_roaming_clients_cross_nodes_with_the_single_process_result(two_node_clu
     placed = summary["placement"]
     assert len(set(placed["pool_nodes"])) == 2, f"pools were not spread over the two nodes: {placed}"
     assert placed["pool_placement"] == "least-loaded" and placed["client_moves"] > 0
-    assert _metrics(out) == _metrics(local)
-    assert (
-        pq.read_table(out / "events.parquet").to_pylist()
-        == pq.read_table(local / "events.parquet").to_pylist()
-    )
+    same_run(out, local)
 
 
 @pytest.fixture

@@ -2,12 +2,11 @@
 pool has the fewest calls in flight, each carrying its client's state, and every number stays the one of
 the in-process run (DESIGN property 3), through a killed pool and a resumed checkpoint too."""
 
-import pyarrow.parquet as pq
 import pytest
 
 from raysfl.engine.runner import run
 from raysfl.scenario import scenario_from_dict
-from tests.unit.engine.test_checkpoint_resume import crash_after
+from tests.unit.engine.test_checkpoint_resume import crash_after, rows
 
 FEDAVG = {
     "name": "tiny-fedavg-roaming",
@@ -23,14 +22,10 @@ FEDAVG = {
 JOBS = 6 * 2
 
 
-def _rows(path):
-    table = pq.read_table(path)
-    return table.drop([c for c in ("wall_s",) if c in table.column_names]).to_pylist()
-
-
-def _same_run(a, b):
+def same_run(a, b):
+    """The two runs' metrics and event logs are equal (wall-clock columns aside)."""
     for name in ("metrics.parquet", "events.parquet"):
-        assert _rows(a / name) == _rows(b / name), name
+        assert rows(a / name) == rows(b / name), name
 
 
 def test_roaming_clients_compute_the_numbers_of_fixed_blocks_and_of_one_process(ray_session, tmp_path):
@@ -46,15 +41,15 @@ def test_roaming_clients_compute_the_numbers_of_fixed_blocks_and_of_one_process(
         tmp_path / "blocks",
         backend="ray",
     )
-    rows = _rows(tmp_path / "local" / "metrics.parquet")
-    assert rows[-1]["loss"] != rows[0]["loss"], "the run did not train"
+    metrics = rows(tmp_path / "local" / "metrics.parquet")
+    assert metrics[-1]["loss"] != metrics[0]["loss"], "the run did not train"
     placed = roaming["placement"]
     assert placed["pool_placement"] == "least-loaded"
     assert sum(placed["pool_calls"]) == JOBS and min(placed["pool_calls"]) > 0
     assert placed["client_moves"] > 0, "no client changed pools: carried states are not exercised"
     assert blocks["placement"]["pool_placement"] == "blocks" and "pool_calls" not in blocks["placement"]
-    _same_run(tmp_path / "ray", tmp_path / "local")
-    _same_run(tmp_path / "blocks", tmp_path / "local")
+    same_run(tmp_path / "ray", tmp_path / "local")
+    same_run(tmp_path / "blocks", tmp_path / "local")
 
 
 def test_a_killed_pool_rolls_back_the_carried_states_with_the_checkpoint(ray_session, tmp_path, capsys):
@@ -64,7 +59,7 @@ def test_a_killed_pool_rolls_back_the_carried_states_with_the_checkpoint(ray_ses
     err = capsys.readouterr().err
     assert "fault injection: killed client pool 0" in err and summary["restarts"] == 1
     assert "restarting the workers from checkpoint ckpt-000002.pt" in err
-    _same_run(tmp_path / "ray", tmp_path / "local")
+    same_run(tmp_path / "ray", tmp_path / "local")
 
 
 def test_an_in_process_checkpoint_resumes_with_roaming_clients(ray_session, tmp_path):
@@ -75,7 +70,7 @@ def test_an_in_process_checkpoint_resumes_with_roaming_clients(ray_session, tmp_
     resumed = run(scenario_from_dict(FEDAVG, [*checkpointed, "engine.pools=2"]), crashed, resume=True)
     assert resumed["resumed_from"] == "ckpt-000004.pt"
     assert resumed["placement"]["pool_placement"] == "least-loaded"
-    _same_run(crashed, tmp_path / "full")
+    same_run(crashed, tmp_path / "full")
 
 
 def test_a_method_whose_jobs_span_several_calls_keeps_its_blocks(ray_session, tmp_path):
@@ -83,7 +78,7 @@ def test_a_method_whose_jobs_span_several_calls_keeps_its_blocks(ray_session, tm
     summary = run(scenario_from_dict(sc, ["engine.pools=2"]), tmp_path / "ray", backend="ray")
     assert summary["placement"]["pool_placement"] == "blocks (the method's client calls are not whole jobs)"
     run(scenario_from_dict(sc), tmp_path / "local", backend="local")
-    _same_run(tmp_path / "ray", tmp_path / "local")
+    same_run(tmp_path / "ray", tmp_path / "local")
 
 
 @pytest.mark.parametrize("method", ["fedbuff", "moon", "feddyn", "port", "fedsa"])
@@ -95,4 +90,4 @@ def test_every_kind_of_fl_job_roams_with_the_same_numbers(ray_session, tmp_path,
     summary = run(scenario_from_dict(sc, ["engine.pools=2"]), tmp_path / "ray", backend="ray")
     assert summary["placement"]["pool_placement"] == "least-loaded"
     assert min(summary["placement"]["pool_calls"]) > 0
-    _same_run(tmp_path / "ray", tmp_path / "local")
+    same_run(tmp_path / "ray", tmp_path / "local")
