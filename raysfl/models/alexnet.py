@@ -34,6 +34,7 @@ import math
 from torch import nn
 
 from raysfl.models.config import ModelConfig
+from raysfl.models.pooling import MaxPool2d
 from raysfl.models.split import LayerStack
 
 
@@ -50,18 +51,18 @@ def alexnet(cfg: ModelConfig, in_channels: int, image_size: int, num_classes: in
 
     s = LayerStack((in_channels, image_size, image_size))
     s.add("conv1", nn.Conv2d(in_channels, w(32), kernel_size=3, padding=1))
-    s.add("pool1", nn.MaxPool2d(kernel_size=2, stride=2))
+    s.add("pool1", MaxPool2d(kernel_size=2, stride=2))
     s.add("relu1", nn.ReLU())
     s.cut("L1")
     s.add("conv2", nn.Conv2d(w(32), w(64), kernel_size=3, padding=1))
-    s.add("pool2", nn.MaxPool2d(kernel_size=2, stride=2))
+    s.add("pool2", MaxPool2d(kernel_size=2, stride=2))
     s.add("relu2", nn.ReLU())
     s.cut("L2")
     s.add("conv3", nn.Conv2d(w(64), w(128), kernel_size=3, padding=1))
     s.cut("L3")
     s.add("conv4", nn.Conv2d(w(128), w(256), kernel_size=3, padding=1))
     s.add("conv5", nn.Conv2d(w(256), w(256), kernel_size=3, padding=1))
-    s.add("pool5", nn.MaxPool2d(kernel_size=3, stride=2))
+    s.add("pool5", MaxPool2d(kernel_size=3, stride=2))
     s.add("relu5", nn.ReLU())
     s.cut("L4")
     s.add("flatten", nn.Flatten())

@@ -21,6 +21,7 @@ import math
 from torch import nn
 
 from raysfl.models.config import ModelConfig
+from raysfl.models.pooling import MaxPool2d
 from raysfl.models.split import LayerStack
 
 
@@ -34,12 +35,12 @@ def cse_fsl_cifar10(cfg: ModelConfig, in_channels: int, image_size: int, num_cla
     s = LayerStack((in_channels, image_size, image_size))
     s.add("conv1", nn.Conv2d(in_channels, 64, kernel_size=5, padding=2))
     s.add("relu1", nn.ReLU())
-    s.add("pool1", nn.MaxPool2d(kernel_size=3, stride=2, padding=1))
+    s.add("pool1", MaxPool2d(kernel_size=3, stride=2, padding=1))
     s.add("lrn1", _lrn())
     s.add("conv2", nn.Conv2d(64, 64, kernel_size=5, padding=2))
     s.add("relu2", nn.ReLU())
     s.add("lrn2", _lrn())
-    s.add("pool2", nn.MaxPool2d(kernel_size=3, stride=2, padding=1))
+    s.add("pool2", MaxPool2d(kernel_size=3, stride=2, padding=1))
     s.cut("conv2")
     s.add("flatten", nn.Flatten())
     s.add("fc1", nn.Linear(math.prod(s.shape), 384))
@@ -59,7 +60,7 @@ def cse_fsl_femnist(cfg: ModelConfig, in_channels: int, image_size: int, num_cla
     s.add("conv2", nn.Conv2d(32, 64, kernel_size=3))
     if cfg.cse_fsl_femnist_relu:
         s.add("relu2", nn.ReLU())
-    s.add("pool", nn.MaxPool2d(kernel_size=2, stride=2))
+    s.add("pool", MaxPool2d(kernel_size=2, stride=2))
     s.add("drop1", nn.Dropout(0.25))
     s.cut("conv2")
     s.add("flatten", nn.Flatten())

@@ -11,6 +11,7 @@ import math
 from torch import nn
 
 from raysfl.models.config import ModelConfig
+from raysfl.models.pooling import MaxPool2d
 from raysfl.models.split import LayerStack
 
 
@@ -26,11 +27,11 @@ def lenet5(cfg: ModelConfig, in_channels: int, image_size: int, num_classes: int
     s = LayerStack((in_channels, image_size, image_size))
     s.add("conv1", nn.Conv2d(in_channels, 6, kernel_size=5, padding=max(0, (32 - image_size) // 2)))
     s.add("relu1", nn.ReLU())
-    s.add("pool1", nn.MaxPool2d(kernel_size=2, stride=2))
+    s.add("pool1", MaxPool2d(kernel_size=2, stride=2))
     s.cut("conv1")
     s.add("conv2", nn.Conv2d(6, 16, kernel_size=5))
     s.add("relu2", nn.ReLU())
-    s.add("pool2", nn.MaxPool2d(kernel_size=2, stride=2))
+    s.add("pool2", MaxPool2d(kernel_size=2, stride=2))
     s.cut("conv2")
     s.add("flatten", nn.Flatten())
     s.add("fc1", nn.Linear(math.prod(s.shape), 120))

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from raysfl.models.config import ModelConfig
+from raysfl.models.pooling import MaxPool2d
 from raysfl.models.split import LayerStack
 
 
@@ -88,7 +89,7 @@ def resnet18(cfg: ModelConfig, in_channels: int, image_size: int, num_classes: i
     s.add("bn1", nn.BatchNorm2d(64))
     s.add("relu", nn.ReLU())
     if cfg.resnet18_stem == "imagenet":
-        s.add("maxpool", nn.MaxPool2d(kernel_size=3, stride=2, padding=1))
+        s.add("maxpool", MaxPool2d(kernel_size=3, stride=2, padding=1))
     s.add("layer1", make_stage(64, 64, 2, 1, "projection"))
     s.cut("layer1")
     s.add("layer2", make_stage(64, 128, 2, 2, "projection"))

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from torch import nn
 
 from raysfl.models.config import ModelConfig
+from raysfl.models.pooling import MaxPool2d
 from raysfl.models.split import LayerStack
 
 VGG11 = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
@@ -63,7 +64,7 @@ def add_vgg_features(
     for item in config:
         if item == "M":
             pool += 1
-            s.add(f"pool{pool}", nn.MaxPool2d(kernel_size=2, stride=2))
+            s.add(f"pool{pool}", MaxPool2d(kernel_size=2, stride=2))
             if pending is not None:
                 s.cut(pending)
                 pending = None

@@ -1,0 +1,99 @@
+"""Max pooling of NCHW feature maps: ``nn.MaxPool2d`` against :class:`raysfl.models.pooling.MaxPool2d`.
+
+Times the zoo's pooling layers on the shapes the default scenario (AlexNet on Fashion-MNIST) gives them:
+a forward without gradients (evaluation, the clients' first forward) and a forward + backward (training),
+best of ``--repeats`` timings, with the run's thread count. Both modules compute the same values,
+indices and gradients (``tests/unit/models/test_pooling.py``); only the kernel that does the work differs.
+
+Usage::
+
+    python benchmarks/maxpool_layout.py [--threads 2] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from raysfl.models.pooling import MaxPool2d
+
+# (layer, pass, N, C, H, W, kernel, stride): AlexNet split L2 on 1x28x28 inputs
+CASES = (
+    ("pool1", "training batch", 32, 32, 28, 28, 2, 2),
+    ("pool2", "training batch", 32, 64, 14, 14, 2, 2),
+    ("pool5", "training batch", 32, 256, 7, 7, 3, 2),
+    ("pool5", "server update (buffer + generated)", 576, 256, 7, 7, 3, 2),
+    ("pool1", "evaluation chunk", 64, 32, 28, 28, 2, 2),
+    ("pool2", "evaluation chunk", 64, 64, 14, 14, 2, 2),
+    ("pool5", "evaluation chunk", 64, 256, 7, 7, 3, 2),
+)
+
+
+def best_ms(fn: Callable[[], object], repeats: int) -> float:
+    """The fastest of ``repeats`` timings of ``fn`` (each timing long enough to be measured)."""
+    fn()
+    inner = 1
+    while True:  # grow the inner loop to at least 20 ms
+        t = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        if time.perf_counter() - t > 0.02:
+            break
+        inner *= 2
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        times.append((time.perf_counter() - t) / inner)
+    return min(times) * 1e3
+
+
+def forward_ms(pool: nn.Module, x: torch.Tensor, repeats: int) -> float:
+    def run() -> None:
+        with torch.no_grad():
+            pool(x)
+
+    return best_ms(run, repeats)
+
+
+def train_ms(pool: nn.Module, x: torch.Tensor, repeats: int) -> float:
+    leaf = x.clone().requires_grad_(True)
+    grad = torch.ones_like(pool(leaf))
+
+    def run() -> None:
+        pool(leaf).backward(grad)
+
+    return best_ms(run, repeats)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    print(f"torch {torch.__version__}, {args.threads} thread(s), best of {args.repeats}, ms per call\n")
+    print(
+        "| layer | pass | input (N×C×H×W) | forward: nn | forward: raysfl | × "
+        "| fwd+bwd: nn | fwd+bwd: raysfl | × |"
+    )
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    for layer, what, n, c, h, w, k, s in CASES:
+        x = torch.randn(n, c, h, w)
+        ref, new = nn.MaxPool2d(k, s), MaxPool2d(k, s)
+        f_ref, f_new = forward_ms(ref, x, args.repeats), forward_ms(new, x, args.repeats)
+        t_ref, t_new = train_ms(ref, x, args.repeats), train_ms(new, x, args.repeats)
+        print(
+            f"| {layer} k{k}s{s} | {what} | {n}×{c}×{h}×{w} | {f_ref:.3f} | {f_new:.3f} "
+            f"| {f_ref / f_new:.1f} | {t_ref:.3f} | {t_new:.3f} | {t_ref / t_new:.1f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

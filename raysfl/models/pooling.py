@@ -1,0 +1,93 @@
+"""Max pooling that computes on the CPU in channels-last order and returns exactly what ``nn.MaxPool2d`` does.
+
+ATen's CPU max-pooling kernel for NCHW-contiguous feature maps walks each plane one output at a time with
+a data-dependent branch per window element; its channels-last kernel compares whole vectors of channels.
+On the 2-core development machines (torch 2.13.0+cpu) the NCHW forward took 1.69 ms for a batch of 32
+AlexNet ``pool1`` inputs (32 × 32 × 28 × 28) against 0.27 ms through the channels-last kernel, copies
+included (``benchmarks/maxpool_layout.py``, benchmarks/RESULTS.md). In a run of ``scenarios/default.toml``
+the pooling layers took about a fifth of the process's time.
+
+:class:`MaxPool2d` therefore hands a contiguous 4-D CPU input to the channels-last kernel and gives the
+result back in the input's layout. Nothing else changes, bit for bit:
+
+* **values and indices**: both kernels visit a window in the same raster order and keep an element when
+  ``val > max or isnan(val)``, so each output is the same element (the first maximum, or the first NaN),
+  and its index (``h·W + w`` within the plane) does not depend on the layout;
+* **gradients**: the backward is ATen's NCHW backward, called with the NCHW input, the NCHW-ordered
+  indices and the incoming gradient made contiguous, exactly the call autograd makes for
+  ``nn.MaxPool2d``, so every input gradient is summed in the same order.
+
+Other inputs (already channels-last, 3-D, not float, on another device, or ``return_indices=True``) take
+``nn.MaxPool2d``'s own path. ``tests/unit/models/test_pooling.py`` checks the equalities, ties and NaNs
+included, and that the fast path runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+_CL = torch.channels_last
+
+
+class _ChannelsLastMaxPool(torch.autograd.Function):
+    """``max_pool2d`` forward through the channels-last kernel; backward through the NCHW one."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, *geometry: Any) -> torch.Tensor:  # type: ignore[override]
+        x_cl = x.contiguous(memory_format=_CL)
+        out, indices = torch.ops.aten.max_pool2d_with_indices(x_cl, *geometry)
+        ctx.save_for_backward(x, indices.contiguous())
+        ctx.geometry = geometry
+        return out.contiguous()
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
+        x, indices = ctx.saved_tensors
+        kernel, stride, padding, dilation, ceil_mode = ctx.geometry
+        grad_x = torch.ops.aten.max_pool2d_with_indices_backward(
+            grad_out.contiguous(), x, kernel, stride, padding, dilation, ceil_mode, indices
+        )
+        return (grad_x, None, None, None, None, None)
+
+
+def _pair(v: int | tuple[int, ...]) -> list[int]:
+    return [v, v] if isinstance(v, int) else list(v)
+
+
+def channels_last_pays(x: torch.Tensor) -> bool:
+    """Whether :class:`MaxPool2d` sends ``x`` through the channels-last kernel (see the module docstring)."""
+    return (
+        x.device.type == "cpu"
+        and x.dim() == 4
+        and x.dtype in (torch.float32, torch.float64)
+        and x.is_contiguous()
+        and not x.is_contiguous(memory_format=_CL)  # e.g. C = 1 or H = W = 1: both layouts at once
+    )
+
+
+class MaxPool2d(nn.MaxPool2d):
+    """``nn.MaxPool2d`` with the same outputs, indices and gradients, faster on NCHW CPU inputs.
+
+    A drop-in replacement (the same constructor, no parameters or buffers, ``isinstance`` of
+    ``nn.MaxPool2d``); see the module docstring for why the numbers are the same bit for bit.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        """``nn.MaxPool2d.forward(x)``; NCHW CPU inputs go through the channels-last kernel."""
+        if self.return_indices or not channels_last_pays(x):
+            return super().forward(x)
+        stride = self.stride if self.stride else self.kernel_size  # nn.MaxPool2d: stride defaults to kernel
+        geometry = (
+            _pair(self.kernel_size),
+            _pair(stride),
+            _pair(self.padding),
+            _pair(self.dilation),
+            bool(self.ceil_mode),
+        )
+        if torch.is_grad_enabled() and x.requires_grad:
+            return _ChannelsLastMaxPool.apply(x, *geometry)
+        return F.max_pool2d(x.contiguous(memory_format=_CL), *geometry).contiguous()  # no indices needed

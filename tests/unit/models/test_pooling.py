@@ -1,0 +1,96 @@
+"""raysfl's MaxPool2d: nn.MaxPool2d's values, indices and gradients, bit for bit, from another kernel."""
+
+import itertools
+
+import pytest
+import torch
+from torch import nn
+
+from raysfl.models.config import ModelConfig
+from raysfl.models.pooling import MaxPool2d, channels_last_pays
+from raysfl.models.zoo import MODEL_NAMES, MODELS, build_split_model
+
+GEOMETRIES = [
+    {"kernel_size": 2, "stride": 2},
+    {"kernel_size": 3, "stride": 2},
+    {"kernel_size": 3, "stride": 2, "padding": 1},
+    {"kernel_size": 3, "stride": 1, "padding": 1},
+    {"kernel_size": 2, "stride": 2, "ceil_mode": True},
+    {"kernel_size": 3, "stride": 2, "dilation": 2},
+    {"kernel_size": (2, 3), "stride": (1, 2)},
+    {"kernel_size": 2},  # stride defaults to the kernel
+]
+
+
+def inputs(kind: str, shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
+    """Random maps; "ties": few distinct values, so windows hold several maxima; "nan": ties and NaNs."""
+    if kind == "random":
+        return torch.randn(shape, generator=gen)
+    x = torch.randint(-2, 3, shape, generator=gen).float()
+    if kind == "nan":
+        x[torch.rand(shape, generator=gen) < 0.03] = float("nan")
+    return x
+
+
+@pytest.mark.parametrize(
+    ("geometry", "kind"), list(itertools.product(GEOMETRIES, ["random", "ties", "nan"])), ids=str
+)
+@pytest.mark.parametrize("shape", [(4, 6, 13, 13), (2, 32, 28, 28), (3, 256, 7, 7)])
+def test_values_and_gradients_are_those_of_nn_maxpool2d_bit_for_bit(geometry, kind, shape):
+    gen = torch.Generator().manual_seed(7)
+    x = inputs(kind, shape, gen)
+    ref_in, new_in = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    ref_out, new_out = nn.MaxPool2d(**geometry)(ref_in), MaxPool2d(**geometry)(new_in)
+    assert new_out.grad_fn.name() == "_ChannelsLastMaxPoolBackward"  # the other kernel did run
+    grad = torch.randn(ref_out.shape, generator=gen)
+    ref_out.backward(grad)
+    new_out.backward(grad)
+    # NaN != NaN: compare the NaN positions, then the rest
+    assert torch.equal(new_out.isnan(), ref_out.isnan())
+    assert torch.equal(new_out.nan_to_num(99.0), ref_out.nan_to_num(99.0))
+    assert torch.equal(new_in.grad, ref_in.grad)  # the same elements won, the same sums
+    assert new_out.is_contiguous() and new_in.grad.is_contiguous()  # the layout autograd expects
+    with torch.no_grad():  # evaluation: no indices kept
+        plain = MaxPool2d(**geometry)(x)
+    assert plain.grad_fn is None and plain.is_contiguous()
+    assert torch.equal(plain.nan_to_num(99.0), ref_out.detach().nan_to_num(99.0))
+
+
+def test_a_tie_goes_to_the_first_maximum_in_raster_order():
+    x = torch.tensor([[[[1.0, 5.0], [5.0, 5.0]]]]).expand(1, 2, 2, 2).contiguous().requires_grad_(True)
+    MaxPool2d(2)(x).sum().backward()
+    assert x.grad[0, 0].tolist() == [[0.0, 1.0], [0.0, 0.0]]
+
+
+def test_inputs_it_does_not_speed_up_take_nn_maxpool2d_path():
+    assert channels_last_pays(torch.zeros(2, 3, 8, 8))
+    assert not channels_last_pays(torch.zeros(2, 3, 8, 8).contiguous(memory_format=torch.channels_last))
+    assert not channels_last_pays(torch.zeros(2, 1, 8, 8))  # one channel: both layouts at once
+    assert not channels_last_pays(torch.zeros(3, 8, 8))  # unbatched
+    assert not channels_last_pays(torch.zeros(2, 3, 8, 8, dtype=torch.float16))
+    assert not channels_last_pays(torch.zeros(2, 3, 8, 8).transpose(2, 3))  # a strided view
+    x = torch.randn(2, 3, 8, 8).contiguous(memory_format=torch.channels_last).requires_grad_(True)
+    out = MaxPool2d(2)(x)
+    assert out.grad_fn.name() != "_ChannelsLastMaxPoolBackward"
+    assert out.is_contiguous(memory_format=torch.channels_last)  # as nn.MaxPool2d gives it
+    values, indices = MaxPool2d(2, return_indices=True)(torch.randn(2, 3, 8, 8))
+    assert indices.dtype == torch.int64 and values.shape == indices.shape
+
+
+def test_it_is_an_nn_maxpool2d_without_state():
+    pool = MaxPool2d(3, stride=2, padding=1)
+    assert isinstance(pool, nn.MaxPool2d) and repr(pool) == repr(nn.MaxPool2d(3, stride=2, padding=1))
+    assert pool.state_dict() == {}
+
+
+def test_every_zoo_model_pools_with_it():
+    pooling = []
+    for name in MODEL_NAMES:
+        c, size, _ = MODELS[name].inputs[0]
+        with torch.device("meta"):  # shapes only
+            model = build_split_model(ModelConfig(name=name), c, size, 10, seed=0)
+        parts = (model.client, model.server)
+        pools = [m for part in parts for m in part.modules() if isinstance(m, nn.MaxPool2d)]
+        assert all(type(m) is MaxPool2d for m in pools), name
+        pooling += [name] if pools else []
+    assert {"alexnet", "lenet5", "vgg11", "resnet18", "cse_fsl_cifar10"} <= set(pooling)
