@@ -5,11 +5,11 @@ must equal the in-process run that nothing disturbed (same metrics, same events)
 determinism promise extended across failures.
 """
 
-import pyarrow.parquet as pq
 import pytest
 
 from raysfl.engine.runner import run
 from raysfl.scenario import scenario_from_dict
+from tests.unit.engine.test_checkpoint_resume import crash_after, rows
 
 TINY = {
     "name": "tiny-gas-faults",
@@ -21,11 +21,6 @@ TINY = {
     "algorithm": {"name": "gas", "params": {"q_s": 3, "q_c": 3, "covariance": "diagonal"}},
     "metrics": {"progress": False, "tensorboard": False},
 }
-
-
-def _rows(path):
-    table = pq.read_table(path)
-    return table.drop([c for c in ("wall_s",) if c in table.column_names]).to_pylist()
 
 
 @pytest.fixture(scope="module")
@@ -51,25 +46,18 @@ def test_killed_pool_is_replaced_and_the_run_ends_as_if_undisturbed(
     where = "checkpoint ckpt-000002.pt" if checkpoint_every else "the start (no checkpoint yet)"
     assert f"restarting the workers from {where}" in err
     assert summary["global_iterations"] == 5
-    assert _rows(tmp_path / "run" / "metrics.parquet") == _rows(undisturbed / "metrics.parquet")
-    assert _rows(tmp_path / "run" / "events.parquet") == _rows(undisturbed / "events.parquet")
+    assert rows(tmp_path / "run" / "metrics.parquet") == rows(undisturbed / "metrics.parquet")
+    assert rows(tmp_path / "run" / "events.parquet") == rows(undisturbed / "events.parquet")
 
 
 def test_a_checkpoint_resumes_on_another_number_of_pools(ray_session, undisturbed, tmp_path):
     """Checkpointed in-process, resumed on three Ray pools: client states are regrouped by pool."""
-    import shutil
-
     sc = scenario_from_dict(TINY, ["engine.checkpoint_every=2", "engine.keep_checkpoints=5"])
     run(sc, tmp_path / "full", backend="local")
-    crashed = tmp_path / "crashed"
-    shutil.copytree(tmp_path / "full", crashed)
-    for ck in (crashed / "checkpoints").glob("ckpt-*.pt"):
-        if ck.name > "ckpt-000002.pt":
-            ck.unlink()
-    (crashed / "summary.json").unlink()
+    crashed = crash_after(tmp_path / "full", tmp_path / "crashed", "ckpt-000002.pt")
     resumed = run(
         scenario_from_dict(TINY, ["engine.checkpoint_every=2", "engine.pools=3"]), crashed, resume=True
     )
     assert resumed["resumed_from"] == "ckpt-000002.pt"
-    assert _rows(crashed / "metrics.parquet") == _rows(undisturbed / "metrics.parquet")
-    assert _rows(crashed / "events.parquet") == _rows(undisturbed / "events.parquet")
+    assert rows(crashed / "metrics.parquet") == rows(undisturbed / "metrics.parquet")
+    assert rows(crashed / "events.parquet") == rows(undisturbed / "events.parquet")
