@@ -17,9 +17,10 @@ result back in the input's layout. Nothing else changes, bit for bit:
   indices and the incoming gradient made contiguous, exactly the call autograd makes for
   ``nn.MaxPool2d``, so every input gradient is summed in the same order.
 
-Other inputs (already channels-last, 3-D, not float, on another device, or ``return_indices=True``) take
-``nn.MaxPool2d``'s own path. ``tests/unit/models/test_pooling.py`` checks the equalities, ties and NaNs
-included, and that the fast path runs.
+Other inputs (already channels-last, fewer than :data:`MIN_CHANNELS` channels or :data:`MIN_ELEMENTS`
+elements, 3-D, not float, on another device, or ``return_indices=True``) take ``nn.MaxPool2d``'s own
+path. ``tests/unit/models/test_pooling.py`` checks the equalities, ties and NaNs included, and that the
+fast path runs.
 """
 
 from __future__ import annotations
@@ -58,15 +59,38 @@ def _pair(v: int | tuple[int, ...]) -> list[int]:
     return [v, v] if isinstance(v, int) else list(v)
 
 
+MIN_CHANNELS = 16
+"""Fewest channels for the channels-last kernel: it compares a vector of channels at a time (16 floats with
+AVX-512) and pools fewer channels element by element, slower than the NCHW kernel for LeNet-5's 6
+channels and for 3 (``benchmarks/maxpool_layout.py``, benchmarks/RESULTS.md)."""
+
+MIN_ELEMENTS = 1 << 16
+"""Fewest input elements for the channels-last kernel: below, the two layout copies cost more than the
+kernel saves (32 × 16 × 8 × 8 was slower that way; 32 × 512 × 2 × 2, 65,536 elements, 1.8× faster)."""
+
+
 def channels_last_pays(x: torch.Tensor) -> bool:
     """Whether :class:`MaxPool2d` sends ``x`` through the channels-last kernel (see the module docstring)."""
     return (
         x.device.type == "cpu"
         and x.dim() == 4
         and x.dtype in (torch.float32, torch.float64)
+        and x.size(1) >= MIN_CHANNELS
+        and x.numel() >= MIN_ELEMENTS
         and x.is_contiguous()
-        and not x.is_contiguous(memory_format=_CL)  # e.g. C = 1 or H = W = 1: both layouts at once
+        and not x.is_contiguous(memory_format=_CL)  # e.g. H = W = 1: both layouts at once
     )
+
+
+def channels_last_max_pool2d(x: torch.Tensor, *geometry: Any) -> torch.Tensor:
+    """``F.max_pool2d(x, *geometry)`` of an NCHW-contiguous CPU ``x`` through the channels-last kernel.
+
+    Returned NCHW-contiguous; :class:`MaxPool2d` calls it where :func:`channels_last_pays`. ``geometry``:
+    kernel, stride, padding and dilation as lists of two ints, then ``ceil_mode``.
+    """
+    if torch.is_grad_enabled() and x.requires_grad:
+        return _ChannelsLastMaxPool.apply(x, *geometry)
+    return F.max_pool2d(x.contiguous(memory_format=_CL), *geometry).contiguous()  # no indices needed
 
 
 class MaxPool2d(nn.MaxPool2d):
@@ -88,6 +112,4 @@ class MaxPool2d(nn.MaxPool2d):
             _pair(self.dilation),
             bool(self.ceil_mode),
         )
-        if torch.is_grad_enabled() and x.requires_grad:
-            return _ChannelsLastMaxPool.apply(x, *geometry)
-        return F.max_pool2d(x.contiguous(memory_format=_CL), *geometry).contiguous()  # no indices needed
+        return channels_last_max_pool2d(x, *geometry)

@@ -35,7 +35,7 @@ def inputs(kind: str, shape: tuple[int, ...], gen: torch.Generator) -> torch.Ten
 @pytest.mark.parametrize(
     ("geometry", "kind"), list(itertools.product(GEOMETRIES, ["random", "ties", "nan"])), ids=str
 )
-@pytest.mark.parametrize("shape", [(4, 6, 13, 13), (2, 32, 28, 28), (3, 256, 7, 7)])
+@pytest.mark.parametrize("shape", [(4, 16, 33, 33), (4, 32, 28, 28), (8, 256, 7, 7)])
 def test_values_and_gradients_are_those_of_nn_maxpool2d_bit_for_bit(geometry, kind, shape):
     gen = torch.Generator().manual_seed(7)
     x = inputs(kind, shape, gen)
@@ -57,23 +57,27 @@ def test_values_and_gradients_are_those_of_nn_maxpool2d_bit_for_bit(geometry, ki
 
 
 def test_a_tie_goes_to_the_first_maximum_in_raster_order():
-    x = torch.tensor([[[[1.0, 5.0], [5.0, 5.0]]]]).expand(1, 2, 2, 2).contiguous().requires_grad_(True)
-    MaxPool2d(2)(x).sum().backward()
-    assert x.grad[0, 0].tolist() == [[0.0, 1.0], [0.0, 0.0]]
+    window = torch.tensor([[1.0, 5.0], [5.0, 5.0]])  # three maxima; nn.MaxPool2d keeps the first
+    x = window.repeat(32, 32).expand(1, 16, 64, 64).contiguous().requires_grad_(True)
+    out = MaxPool2d(2)(x)
+    assert out.grad_fn.name() == "_ChannelsLastMaxPoolBackward"
+    out.sum().backward()
+    assert torch.equal(x.grad, torch.tensor([[0.0, 1.0], [0.0, 0.0]]).repeat(32, 32).expand(1, 16, 64, 64))
 
 
 def test_inputs_it_does_not_speed_up_take_nn_maxpool2d_path():
-    assert channels_last_pays(torch.zeros(2, 3, 8, 8))
-    assert not channels_last_pays(torch.zeros(2, 3, 8, 8).contiguous(memory_format=torch.channels_last))
-    assert not channels_last_pays(torch.zeros(2, 1, 8, 8))  # one channel: both layouts at once
-    assert not channels_last_pays(torch.zeros(3, 8, 8))  # unbatched
-    assert not channels_last_pays(torch.zeros(2, 3, 8, 8, dtype=torch.float16))
-    assert not channels_last_pays(torch.zeros(2, 3, 8, 8).transpose(2, 3))  # a strided view
-    x = torch.randn(2, 3, 8, 8).contiguous(memory_format=torch.channels_last).requires_grad_(True)
+    assert channels_last_pays(torch.zeros(4, 16, 32, 32))
+    assert not channels_last_pays(torch.zeros(4, 16, 32, 32).contiguous(memory_format=torch.channels_last))
+    assert not channels_last_pays(torch.zeros(64, 6, 28, 28))  # fewer channels than a vector
+    assert not channels_last_pays(torch.zeros(32, 16, 8, 8))  # too small to pay for the copies
+    assert not channels_last_pays(torch.zeros(16, 64, 64))  # unbatched
+    assert not channels_last_pays(torch.zeros(4, 16, 32, 32, dtype=torch.float16))
+    assert not channels_last_pays(torch.zeros(4, 16, 32, 32).transpose(2, 3))  # a strided view
+    x = torch.randn(4, 16, 32, 32).contiguous(memory_format=torch.channels_last).requires_grad_(True)
     out = MaxPool2d(2)(x)
     assert out.grad_fn.name() != "_ChannelsLastMaxPoolBackward"
     assert out.is_contiguous(memory_format=torch.channels_last)  # as nn.MaxPool2d gives it
-    values, indices = MaxPool2d(2, return_indices=True)(torch.randn(2, 3, 8, 8))
+    values, indices = MaxPool2d(2, return_indices=True)(torch.randn(4, 16, 32, 32))
     assert indices.dtype == torch.int64 and values.shape == indices.shape
 
 
