@@ -2,13 +2,13 @@
 
 ATen's CPU max-pooling kernel for NCHW-contiguous feature maps walks each plane one output at a time with
 a data-dependent branch per window element; its channels-last kernel compares whole vectors of channels.
-On the 2-core development machines (torch 2.13.0+cpu) the NCHW forward took 1.69 ms for a batch of 32
-AlexNet ``pool1`` inputs (32 × 32 × 28 × 28) against 0.27 ms through the channels-last kernel, copies
-included (``benchmarks/maxpool_layout.py``, benchmarks/RESULTS.md). In a run of ``scenarios/default.toml``
-the pooling layers took about a fifth of the process's time.
+On the 2-core development machine (AMD EPYC, torch 2.13.0+cpu) the NCHW forward took 1.69 ms for a batch
+of 32 AlexNet ``pool1`` inputs (32 × 32 × 28 × 28) against 0.27 ms through the channels-last kernel, copies
+included (``benchmarks/maxpool_layout.py``, benchmarks/RESULTS.md). In one global iteration of
+``scenarios/default.toml`` on the local backend the pooling layers took about a sixth of the time.
 
-:class:`MaxPool2d` therefore hands a contiguous 4-D CPU input to the channels-last kernel and gives the
-result back in the input's layout. Nothing else changes, bit for bit:
+:class:`MaxPool2d` therefore hands a contiguous 4-D CPU input, large enough to gain, to the channels-last
+kernel and gives the result back in the input's layout. Nothing else changes, bit for bit:
 
 * **values and indices**: both kernels visit a window in the same raster order and keep an element when
   ``val > max or isnan(val)``, so each output is the same element (the first maximum, or the first NaN),
