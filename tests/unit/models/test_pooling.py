@@ -1,6 +1,10 @@
 """raysfl's MaxPool2d: nn.MaxPool2d's values, indices and gradients, bit for bit, from another kernel."""
 
 import itertools
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -98,3 +102,22 @@ def test_every_zoo_model_pools_with_it():
         assert all(type(m) is MaxPool2d for m in pools), name
         pooling += [name] if pools else []
     assert {"alexnet", "lenet5", "vgg11", "resnet18", "cse_fsl_cifar10"} <= set(pooling)
+
+
+def test_the_benchmark_script_prints_both_routes_and_the_one_taken():
+    """``benchmarks/maxpool_layout.py`` timed once: a row per case, routes as ``channels_last_pays``."""
+    script = Path(__file__).resolve().parents[3] / "benchmarks" / "maxpool_layout.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "--repeats", "1", "--threads", "1"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    rows = re.findall(
+        r"^\| (.+?) \| .+? \| (\d+)×(\d+)×(\d+)×(\d+) \|.* \| (channels-last|NCHW) \|$", out, re.M
+    )
+    assert len(rows) == 11, out
+    for _, n, c, h, w, route in rows:
+        pays = channels_last_pays(torch.zeros(int(n), int(c), int(h), int(w)))
+        assert route == ("channels-last" if pays else "NCHW")
+    assert {route for *_, route in rows} == {"channels-last", "NCHW"}
