@@ -104,10 +104,9 @@ class MaxPool2d(nn.MaxPool2d):
         """``nn.MaxPool2d.forward(x)``; NCHW CPU inputs go through the channels-last kernel."""
         if self.return_indices or not channels_last_pays(x):
             return super().forward(x)
-        stride = self.stride if self.stride else self.kernel_size  # nn.MaxPool2d: stride defaults to kernel
-        geometry = (
+        geometry = (  # nn.MaxPool2d has set stride = kernel_size when none was given
             _pair(self.kernel_size),
-            _pair(stride),
+            _pair(self.stride),
             _pair(self.padding),
             _pair(self.dilation),
             bool(self.ceil_mode),
