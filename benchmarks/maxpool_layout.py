@@ -16,10 +16,9 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 
 import torch
+from _layer_timing import forward_ms, train_ms
 from torch import nn
 
 from raysfl.models.pooling import channels_last_max_pool2d, channels_last_pays
@@ -49,44 +48,6 @@ class ChannelsLast(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return channels_last_max_pool2d(x, *self.geometry)
-
-
-def best_ms(fn: Callable[[], object], repeats: int) -> float:
-    """The fastest of ``repeats`` timings of ``fn`` (each timing long enough to be measured)."""
-    fn()
-    inner = 1
-    while True:  # grow the inner loop to at least 20 ms
-        t = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        if time.perf_counter() - t > 0.02:
-            break
-        inner *= 2
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        times.append((time.perf_counter() - t) / inner)
-    return min(times) * 1e3
-
-
-def forward_ms(pool: nn.Module, x: torch.Tensor, repeats: int) -> float:
-    def run() -> None:
-        with torch.no_grad():
-            pool(x)
-
-    return best_ms(run, repeats)
-
-
-def train_ms(pool: nn.Module, x: torch.Tensor, repeats: int) -> float:
-    leaf = x.clone().requires_grad_(True)
-    grad = torch.ones_like(pool(leaf))
-
-    def run() -> None:
-        pool(leaf).backward(grad)
-
-    return best_ms(run, repeats)
 
 
 def main() -> None:
