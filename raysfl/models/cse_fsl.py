@@ -21,12 +21,13 @@ import math
 from torch import nn
 
 from raysfl.models.config import ModelConfig
+from raysfl.models.normalization import LocalResponseNorm
 from raysfl.models.pooling import MaxPool2d
 from raysfl.models.split import LayerStack
 
 
 def _lrn() -> nn.Module:
-    return nn.LocalResponseNorm(size=4, alpha=0.001 / 9.0, beta=0.75, k=1.0)
+    return LocalResponseNorm(size=4, alpha=0.001 / 9.0, beta=0.75, k=1.0)
 
 
 def cse_fsl_cifar10(cfg: ModelConfig, in_channels: int, image_size: int, num_classes: int) -> LayerStack:

@@ -1,0 +1,61 @@
+"""Local response normalisation: torch's ``nn.LocalResponseNorm`` against raysfl's ``LocalResponseNorm``.
+
+Times torch's layer (its window mean is ``avg_pool3d``, computed one element at a time) and raysfl's (the
+same operations, the window mean summed by shifted channel planes) on the shapes CSE-FSL's CIFAR-10
+network gives its two LRN layers (24×24 crops: 64×12×12 maps) for a training batch of 50 and an evaluation
+chunk of 64 rows, and on a wider and a narrower map: a forward without gradients and a forward + backward,
+best of ``--repeats`` timings, with the run's thread count. Both compute the same bits
+(``tests/unit/models/test_normalization.py``).
+
+Usage::
+
+    python benchmarks/local_response_norm.py [--threads 2] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+from _layer_timing import forward_ms, train_ms
+from torch import nn
+
+from raysfl.models.normalization import LocalResponseNorm
+
+# (where, N, C, H, W): CSE-FSL's CIFAR-10 client (lrn1 after pool1, lrn2 after relu2), then other maps
+CASES = (
+    ("CSE-FSL lrn1 / lrn2, training batch", 50, 64, 12, 12),
+    ("CSE-FSL lrn1 / lrn2, evaluation chunk", 64, 64, 12, 12),
+    ("wide map (AlexNet-like conv1)", 32, 96, 27, 27),
+    ("few channels", 32, 8, 24, 24),
+)
+SIZE, ALPHA, BETA, K = 4, 0.001 / 9.0, 0.75, 1.0  # CSE-FSL's layer (CSE-FSL spec §4.2)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    print(f"torch {torch.__version__}, {args.threads} thread(s), best of {args.repeats}, ms per call")
+    print(f"LocalResponseNorm(size={SIZE}, alpha={ALPHA:.3g}, beta={BETA}, k={K})\n")
+    print(
+        "| maps | input (N×C×H×W) | forward: torch | forward: raysfl | × "
+        "| fwd+bwd: torch | fwd+bwd: raysfl | × |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    ref, new = nn.LocalResponseNorm(SIZE, ALPHA, BETA, K), LocalResponseNorm(SIZE, ALPHA, BETA, K)
+    for where, n, c, h, w in CASES:
+        x = torch.randn(n, c, h, w)
+        f_ref, f_new = forward_ms(ref, x, args.repeats), forward_ms(new, x, args.repeats)
+        t_ref, t_new = train_ms(ref, x, args.repeats), train_ms(new, x, args.repeats)
+        print(
+            f"| {where} | {n}×{c}×{h}×{w} | {f_ref:.3f} | {f_new:.3f} | {f_ref / f_new:.1f} "
+            f"| {t_ref:.3f} | {t_new:.3f} | {t_ref / t_new:.1f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
