@@ -14,10 +14,8 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-
 import torch
-from _layer_timing import forward_ms, train_ms
+from _layer_timing import layer_benchmark_args, side_by_side_cells
 from torch import nn
 
 from raysfl.models.normalization import LocalResponseNorm
@@ -33,13 +31,7 @@ SIZE, ALPHA, BETA, K = 4, 0.001 / 9.0, 0.75, 1.0  # CSE-FSL's layer (CSE-FSL spe
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeats", type=int, default=5)
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    print(f"torch {torch.__version__}, {args.threads} thread(s), best of {args.repeats}, ms per call")
+    args = layer_benchmark_args(__doc__)
     print(f"LocalResponseNorm(size={SIZE}, alpha={ALPHA:.3g}, beta={BETA}, k={K})\n")
     print(
         "| maps | input (N×C×H×W) | forward: torch | forward: raysfl | × "
@@ -48,13 +40,8 @@ def main() -> None:
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     ref, new = nn.LocalResponseNorm(SIZE, ALPHA, BETA, K), LocalResponseNorm(SIZE, ALPHA, BETA, K)
     for where, n, c, h, w in CASES:
-        x = torch.randn(n, c, h, w)
-        f_ref, f_new = forward_ms(ref, x, args.repeats), forward_ms(new, x, args.repeats)
-        t_ref, t_new = train_ms(ref, x, args.repeats), train_ms(new, x, args.repeats)
-        print(
-            f"| {where} | {n}×{c}×{h}×{w} | {f_ref:.3f} | {f_new:.3f} | {f_ref / f_new:.1f} "
-            f"| {t_ref:.3f} | {t_new:.3f} | {t_ref / t_new:.1f} |"
-        )
+        cells = side_by_side_cells(ref, new, torch.randn(n, c, h, w), args.repeats)
+        print(f"| {where} | {n}×{c}×{h}×{w} | {cells} |")
 
 
 if __name__ == "__main__":

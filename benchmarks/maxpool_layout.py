@@ -15,10 +15,8 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-
 import torch
-from _layer_timing import forward_ms, train_ms
+from _layer_timing import layer_benchmark_args, side_by_side_cells
 from torch import nn
 
 from raysfl.models.pooling import channels_last_max_pool2d, channels_last_pays
@@ -51,28 +49,17 @@ class ChannelsLast(nn.Module):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeats", type=int, default=5)
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    print(f"torch {torch.__version__}, {args.threads} thread(s), best of {args.repeats}, ms per call\n")
+    args = layer_benchmark_args(__doc__)
     print(
-        "| layer | pass | input (N×C×H×W) | forward: NCHW | forward: channels-last | × "
+        "\n| layer | pass | input (N×C×H×W) | forward: NCHW | forward: channels-last | × "
         "| fwd+bwd: NCHW | fwd+bwd: channels-last | × | MaxPool2d takes |"
     )
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---|")
     for layer, what, n, c, h, w, k, s in CASES:
         x = torch.randn(n, c, h, w)
-        ref, new = nn.MaxPool2d(k, s), ChannelsLast(k, s)
         route = "channels-last" if channels_last_pays(x) else "NCHW"
-        f_ref, f_new = forward_ms(ref, x, args.repeats), forward_ms(new, x, args.repeats)
-        t_ref, t_new = train_ms(ref, x, args.repeats), train_ms(new, x, args.repeats)
-        print(
-            f"| {layer} k{k}s{s} | {what} | {n}×{c}×{h}×{w} | {f_ref:.3f} | {f_new:.3f} "
-            f"| {f_ref / f_new:.1f} | {t_ref:.3f} | {t_new:.3f} | {t_ref / t_new:.1f} | {route} |"
-        )
+        cells = side_by_side_cells(nn.MaxPool2d(k, s), ChannelsLast(k, s), x, args.repeats)
+        print(f"| {layer} k{k}s{s} | {what} | {n}×{c}×{h}×{w} | {cells} | {route} |")
 
 
 if __name__ == "__main__":

@@ -2,9 +2,6 @@
 
 import itertools
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,7 +9,8 @@ from torch import nn
 
 from raysfl.models.config import ModelConfig
 from raysfl.models.normalization import LocalResponseNorm, channel_window_mean, window_sum_applies
-from raysfl.models.zoo import MODEL_NAMES, MODELS, build_split_model
+from raysfl.models.zoo import build_split_model
+from tests.unit.models.zoo_scan import benchmark_stdout, zoo_layers
 
 # (size, alpha, beta, k): CSE-FSL's layer, torch's defaults, then odd and even windows wider than C
 SETTINGS = [(4, 0.001 / 9.0, 0.75, 1.0), (5, 1e-4, 0.75, 1.0), (1, 1e-2, 0.5, 2.0), (2, 0.1, 1.5, 0.5)]
@@ -122,16 +120,9 @@ def test_it_is_a_drop_in_nn_local_response_norm():
 
 
 def test_every_zoo_model_normalises_through_it():
-    normalising = []
-    for name in MODEL_NAMES:
-        c, size, _ = MODELS[name].inputs[0]
-        with torch.device("meta"):  # shapes only
-            model = build_split_model(ModelConfig(name=name), c, size, 10, seed=0)
-        parts = (model.client, model.server)
-        layers = [m for part in parts for m in part.modules() if isinstance(m, nn.LocalResponseNorm)]
-        assert all(type(m) is LocalResponseNorm for m in layers), name
-        normalising += [name] * len(layers)
-    assert normalising == ["cse_fsl_cifar10", "cse_fsl_cifar10"]
+    layers = zoo_layers(nn.LocalResponseNorm)
+    assert all(type(m) is LocalResponseNorm for ls in layers.values() for m in ls)
+    assert {name: len(ls) for name, ls in layers.items() if ls} == {"cse_fsl_cifar10": 2}
 
 
 def test_cse_fsl_cifar10_step_equals_the_torch_layers_bit_for_bit():
@@ -155,13 +146,7 @@ def test_cse_fsl_cifar10_step_equals_the_torch_layers_bit_for_bit():
 
 def test_the_benchmark_script_prints_a_row_per_case():
     """``benchmarks/local_response_norm.py`` timed once: both layers, every case, a speed ratio each."""
-    script = Path(__file__).resolve().parents[3] / "benchmarks" / "local_response_norm.py"
-    out = subprocess.run(
-        [sys.executable, str(script), "--repeats", "1", "--threads", "1"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = benchmark_stdout("local_response_norm.py")
     rows = re.findall(r"^\| (.+?) \| (\d+)×(\d+)×(\d+)×(\d+) \|((?: [\d.]+ \|){6})$", out, re.M)
     assert len(rows) == 4, out
     assert rows[0][:5] == ("CSE-FSL lrn1 / lrn2, training batch", "50", "64", "12", "12")

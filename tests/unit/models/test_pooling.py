@@ -2,17 +2,13 @@
 
 import itertools
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
-from raysfl.models.config import ModelConfig
 from raysfl.models.pooling import MaxPool2d, channels_last_pays
-from raysfl.models.zoo import MODEL_NAMES, MODELS, build_split_model
+from tests.unit.models.zoo_scan import benchmark_stdout, zoo_layers
 
 GEOMETRIES = [
     {"kernel_size": 2, "stride": 2},
@@ -92,27 +88,17 @@ def test_it_is_an_nn_maxpool2d_without_state():
 
 
 def test_every_zoo_model_pools_with_it():
-    pooling = []
-    for name in MODEL_NAMES:
-        c, size, _ = MODELS[name].inputs[0]
-        with torch.device("meta"):  # shapes only
-            model = build_split_model(ModelConfig(name=name), c, size, 10, seed=0)
-        parts = (model.client, model.server)
-        pools = [m for part in parts for m in part.modules() if isinstance(m, nn.MaxPool2d)]
-        assert all(type(m) is MaxPool2d for m in pools), name
-        pooling += [name] if pools else []
-    assert {"alexnet", "lenet5", "vgg11", "resnet18", "cse_fsl_cifar10"} <= set(pooling)
+    pools = zoo_layers(nn.MaxPool2d)
+    for name, layers in pools.items():
+        assert all(type(m) is MaxPool2d for m in layers), name
+    assert {"alexnet", "lenet5", "vgg11", "resnet18", "cse_fsl_cifar10"} <= {
+        n for n, ls in pools.items() if ls
+    }
 
 
 def test_the_benchmark_script_prints_both_routes_and_the_one_taken():
     """``benchmarks/maxpool_layout.py`` timed once: a row per case, routes as ``channels_last_pays``."""
-    script = Path(__file__).resolve().parents[3] / "benchmarks" / "maxpool_layout.py"
-    out = subprocess.run(
-        [sys.executable, str(script), "--repeats", "1", "--threads", "1"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = benchmark_stdout("maxpool_layout.py")
     rows = re.findall(
         r"^\| (.+?) \| .+? \| (\d+)×(\d+)×(\d+)×(\d+) \|.* \| (channels-last|NCHW) \|$", out, re.M
     )
