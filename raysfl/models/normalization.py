@@ -39,10 +39,14 @@ class _ChannelWindowMean(torch.autograd.Function):
     """``avg_pool3d(pad(s, (0, 0, 0, 0, ⌊n/2⌋, ⌊(n−1)/2⌋)), (n, 1, 1), 1)`` of ``s`` (N, 1, C, H, W)."""
 
     @staticmethod
-    def forward(ctx: Any, squares: torch.Tensor, size: int) -> torch.Tensor:  # type: ignore[override]
-        channels = squares.shape[2]
-        ctx.size, ctx.channels = size, channels
+    def forward(squares: torch.Tensor, size: int) -> torch.Tensor:  # type: ignore[override]
         return channel_window_mean(squares, size)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+        """Keep the window size and channel count (a step of its own, so ``torch.func`` can transform it)."""
+        squares, size = inputs
+        ctx.size, ctx.channels = size, squares.shape[2]
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]

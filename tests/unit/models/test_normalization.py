@@ -150,3 +150,15 @@ def test_the_benchmark_script_prints_a_row_per_case():
     rows = re.findall(r"^\| (.+?) \| (\d+)×(\d+)×(\d+)×(\d+) \|((?: [\d.]+ \|){6})$", out, re.M)
     assert len(rows) == 4, out
     assert rows[0][:5] == ("CSE-FSL lrn1 / lrn2, training batch", "50", "64", "12", "12")
+
+
+def test_torch_func_transforms_give_nn_local_response_norm_gradients():
+    """``torch.func.grad`` (functorch) takes the Function too, with the same gradient bits."""
+    gen = torch.Generator().manual_seed(5)
+    x, weight = torch.randn(4, 8, 5, 5, generator=gen), torch.randn(4, 8, 5, 5, generator=gen)
+
+    def loss(layer: nn.Module):
+        return lambda t: (layer(t) * weight).sum()
+
+    new = torch.func.grad(loss(LocalResponseNorm(4)))(x)
+    assert torch.equal(new, torch.func.grad(loss(nn.LocalResponseNorm(4)))(x))
