@@ -25,6 +25,7 @@ fast path runs.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
@@ -35,18 +36,33 @@ _CL = torch.channels_last
 
 
 class _ChannelsLastMaxPool(torch.autograd.Function):
-    """``max_pool2d`` forward through the channels-last kernel; backward through the NCHW one."""
+    """``max_pool2d`` forward through the channels-last kernel; backward through the NCHW one.
+
+    The forward returns the values and the NCHW-ordered indices (not differentiable); the context is set
+    in :meth:`setup_context`, a step of its own, so ``torch.func.grad`` and its relatives take the Function
+    as they take ``nn.MaxPool2d`` (under ``vmap`` :func:`channels_last_pays` keeps ``nn.MaxPool2d``'s path).
+    """
+
+    generate_vmap_rule = True  # vmap(grad(f)): the grad level lets it through, vmap runs it per sample
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, *geometry: Any) -> torch.Tensor:  # type: ignore[override]
-        x_cl = x.contiguous(memory_format=_CL)
-        out, indices = torch.ops.aten.max_pool2d_with_indices(x_cl, *geometry)
-        ctx.save_for_backward(x, indices.contiguous())
+    def forward(x: torch.Tensor, *geometry: Any) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        with contextlib.suppress(RuntimeError):  # per sample under vmap (of grad), no other layouts: NCHW
+            x = x.contiguous(memory_format=_CL)
+        out, indices = torch.ops.aten.max_pool2d_with_indices(x, *geometry)
+        return out.contiguous(), indices.contiguous()
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, torch.Tensor]) -> None:
+        """Keep the NCHW input, the indices and the geometry for the backward."""
+        x, *geometry = inputs
+        indices = output[1]
+        ctx.mark_non_differentiable(indices)
+        ctx.save_for_backward(x, indices)
         ctx.geometry = geometry
-        return out.contiguous()
 
     @staticmethod
-    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
+    def backward(ctx: Any, grad_out: torch.Tensor, _: Any) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
         x, indices = ctx.saved_tensors
         kernel, stride, padding, dilation, ceil_mode = ctx.geometry
         grad_x = torch.ops.aten.max_pool2d_with_indices_backward(
@@ -78,8 +94,20 @@ def channels_last_pays(x: torch.Tensor) -> bool:
         and x.size(1) >= MIN_CHANNELS
         and x.numel() >= MIN_ELEMENTS
         and x.is_contiguous()
-        and not x.is_contiguous(memory_format=_CL)  # e.g. H = W = 1: both layouts at once
+        and not _also_channels_last(x)
     )
+
+
+def _also_channels_last(x: torch.Tensor) -> bool:
+    """Whether ``x`` is channels-last contiguous too (e.g. H = W = 1: both layouts at once).
+
+    Inside ``torch.func.vmap`` torch cannot tell (it raises); that counts as yes, so a vmapped pooling
+    keeps ``nn.MaxPool2d``'s own path.
+    """
+    try:
+        return x.is_contiguous(memory_format=_CL)
+    except RuntimeError:
+        return True
 
 
 def channels_last_max_pool2d(x: torch.Tensor, *geometry: Any) -> torch.Tensor:
@@ -89,7 +117,7 @@ def channels_last_max_pool2d(x: torch.Tensor, *geometry: Any) -> torch.Tensor:
     kernel, stride, padding and dilation as lists of two ints, then ``ceil_mode``.
     """
     if torch.is_grad_enabled() and x.requires_grad:
-        return _ChannelsLastMaxPool.apply(x, *geometry)
+        return _ChannelsLastMaxPool.apply(x, *geometry)[0]
     return F.max_pool2d(x.contiguous(memory_format=_CL), *geometry).contiguous()  # no indices needed
 
 

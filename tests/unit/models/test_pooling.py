@@ -107,3 +107,19 @@ def test_the_benchmark_script_prints_both_routes_and_the_one_taken():
         pays = channels_last_pays(torch.zeros(int(n), int(c), int(h), int(w)))
         assert route == ("channels-last" if pays else "NCHW")
     assert {route for *_, route in rows} == {"channels-last", "NCHW"}
+
+
+def test_torch_func_transforms_give_nn_maxpool2d_numbers():
+    """``torch.func.grad``, ``vmap`` and per-sample gradients (``vmap(grad)``) as with ``nn.MaxPool2d``."""
+    gen = torch.Generator().manual_seed(9)
+    xs = inputs("ties", (3, 4, 16, 32, 32), gen)  # ties: the same first maximum must win
+    weight = torch.randn(4, 16, 16, 16, generator=gen)
+
+    def loss(layer: nn.Module):
+        return lambda t: (layer(t) * weight).sum()
+
+    new, ref = MaxPool2d(2), nn.MaxPool2d(2)
+    assert torch.equal(torch.func.grad(loss(new))(xs[0]), torch.func.grad(loss(ref))(xs[0]))
+    assert torch.equal(torch.func.vmap(new)(xs), torch.func.vmap(ref)(xs))
+    per_sample = torch.func.vmap(torch.func.grad(loss(new)))(xs)
+    assert torch.equal(per_sample, torch.func.vmap(torch.func.grad(loss(ref)))(xs))
