@@ -38,6 +38,8 @@ from torch import nn
 class _ChannelWindowMean(torch.autograd.Function):
     """``avg_pool3d(pad(s, (0, 0, 0, 0, ⌊n/2⌋, ⌊(n−1)/2⌋)), (n, 1, 1), 1)`` of ``s`` (N, 1, C, H, W)."""
 
+    generate_vmap_rule = True  # torch.func.vmap runs forward and backward per sample
+
     @staticmethod
     def forward(squares: torch.Tensor, size: int) -> torch.Tensor:  # type: ignore[override]
         return channel_window_mean(squares, size)

@@ -152,13 +152,17 @@ def test_the_benchmark_script_prints_a_row_per_case():
     assert rows[0][:5] == ("CSE-FSL lrn1 / lrn2, training batch", "50", "64", "12", "12")
 
 
-def test_torch_func_transforms_give_nn_local_response_norm_gradients():
-    """``torch.func.grad`` (functorch) takes the Function too, with the same gradient bits."""
+def test_torch_func_transforms_give_nn_local_response_norm_numbers():
+    """``torch.func.grad``, ``vmap`` and per-sample gradients (``vmap(grad)``) as with torch's layer."""
     gen = torch.Generator().manual_seed(5)
-    x, weight = torch.randn(4, 8, 5, 5, generator=gen), torch.randn(4, 8, 5, 5, generator=gen)
+    xs = inputs("special", (3, 4, 8, 5, 5), torch.float32, gen)
+    weight = torch.randn(4, 8, 5, 5, generator=gen)
 
     def loss(layer: nn.Module):
         return lambda t: (layer(t) * weight).sum()
 
-    new = torch.func.grad(loss(LocalResponseNorm(4)))(x)
-    assert torch.equal(new, torch.func.grad(loss(nn.LocalResponseNorm(4)))(x))
+    new, ref = LocalResponseNorm(4), nn.LocalResponseNorm(4)
+    assert same_bits(torch.func.grad(loss(new))(xs[0]), torch.func.grad(loss(ref))(xs[0]))
+    assert same_bits(torch.func.vmap(new)(xs), torch.func.vmap(ref)(xs))
+    per_sample = torch.func.vmap(torch.func.grad(loss(new)))(xs)
+    assert same_bits(per_sample, torch.func.vmap(torch.func.grad(loss(ref)))(xs))
