@@ -30,7 +30,7 @@ CASES = (
     ("pool1", "evaluation chunk", 64, 32, 28, 28, 2, 2),
     ("pool2", "evaluation chunk", 64, 64, 14, 14, 2, 2),
     ("pool5", "evaluation chunk", 64, 256, 7, 7, 3, 2),
-    ("lenet5 pool1", "training batch", 32, 6, 24, 24, 2, 2),
+    ("lenet5 pool1", "training batch", 32, 6, 28, 28, 2, 2),
     ("3 channels", "training batch", 32, 3, 32, 32, 2, 2),
     ("vgg pool5", "training batch", 32, 512, 2, 2, 2, 2),
     ("tiny map", "training batch", 32, 16, 8, 8, 2, 2),
