@@ -8,7 +8,12 @@ import torch
 from torch import nn
 
 from raysfl.models.config import ModelConfig
-from raysfl.models.normalization import LocalResponseNorm, channel_window_mean, window_sum_applies
+from raysfl.models.normalization import (
+    LocalResponseNorm,
+    _ChannelWindowMean,
+    channel_window_mean,
+    window_sum_applies,
+)
 from raysfl.models.zoo import build_split_model
 from tests.unit.models.zoo_scan import benchmark_stdout, zoo_layers
 
@@ -79,21 +84,11 @@ def test_window_mean_by_hand(size):
 
 
 def test_backward_spreads_each_gradient_over_its_window():
-    x = torch.ones(1, 4, 1, 1, requires_grad=True)
-    layer = LocalResponseNorm(3)
-    squares = x.mul(x).view(1, 1, 4, 1, 1)
-    squares.retain_grad()
-    mean = layer_mean(squares, layer.size)
+    squares = torch.zeros(1, 1, 4, 1, 1, requires_grad=True)
+    mean = _ChannelWindowMean.apply(squares, 3)
     mean.backward(torch.tensor([3.0, 6.0, 12.0, 24.0]).view(1, 1, 4, 1, 1))
     # input p feeds the outputs p-1, p, p+1 (window [c-1, c+1]); each passes its gradient / 3
     assert squares.grad.flatten().tolist() == [1.0 + 2.0, 1.0 + 2.0 + 4.0, 2.0 + 4.0 + 8.0, 4.0 + 8.0]
-
-
-def layer_mean(squares: torch.Tensor, size: int) -> torch.Tensor:
-    """The autograd Function behind :class:`LocalResponseNorm`'s window mean."""
-    from raysfl.models.normalization import _ChannelWindowMean
-
-    return _ChannelWindowMean.apply(squares, size)
 
 
 def test_inputs_it_does_not_handle_take_nn_local_response_norm_path():
