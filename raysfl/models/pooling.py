@@ -18,9 +18,9 @@ kernel and gives the result back in the input's layout. Nothing else changes, bi
   ``nn.MaxPool2d``, so every input gradient is summed in the same order.
 
 Other inputs (already channels-last, fewer than :data:`MIN_CHANNELS` channels or :data:`MIN_ELEMENTS`
-elements, 3-D, not float, on another device, or ``return_indices=True``) take ``nn.MaxPool2d``'s own
-path. ``tests/unit/models/test_pooling.py`` checks the equalities, ties and NaNs included, and that the
-fast path runs.
+elements, 3-D, not float32, float64 or bfloat16, on another device, or ``return_indices=True``) take
+``nn.MaxPool2d``'s own path. ``tests/unit/models/test_pooling.py`` checks the equalities, ties and NaNs
+included, and that the fast path runs.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def channels_last_pays(x: torch.Tensor) -> bool:
     return (
         x.device.type == "cpu"
         and x.dim() == 4
-        and x.dtype in (torch.float32, torch.float64)
+        and x.dtype in (torch.float32, torch.float64, torch.bfloat16)
         and x.size(1) >= MIN_CHANNELS
         and x.numel() >= MIN_ELEMENTS
         and x.is_contiguous()

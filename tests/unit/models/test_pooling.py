@@ -36,13 +36,14 @@ def inputs(kind: str, shape: tuple[int, ...], gen: torch.Generator) -> torch.Ten
     ("geometry", "kind"), list(itertools.product(GEOMETRIES, ["random", "ties", "nan"])), ids=str
 )
 @pytest.mark.parametrize("shape", [(4, 16, 33, 33), (4, 32, 28, 28), (8, 256, 7, 7)])
-def test_values_and_gradients_are_those_of_nn_maxpool2d_bit_for_bit(geometry, kind, shape):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)  # bfloat16: engine.precision
+def test_values_and_gradients_are_those_of_nn_maxpool2d_bit_for_bit(geometry, kind, shape, dtype):
     gen = torch.Generator().manual_seed(7)
-    x = inputs(kind, shape, gen)
+    x = inputs(kind, shape, gen).to(dtype)
     ref_in, new_in = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
     ref_out, new_out = nn.MaxPool2d(**geometry)(ref_in), MaxPool2d(**geometry)(new_in)
     assert new_out.grad_fn.name() == "_ChannelsLastMaxPoolBackward"  # the other kernel did run
-    grad = torch.randn(ref_out.shape, generator=gen)
+    grad = torch.randn(ref_out.shape, generator=gen).to(dtype)
     ref_out.backward(grad)
     new_out.backward(grad)
     # NaN != NaN: compare the NaN positions, then the rest
