@@ -7,7 +7,8 @@ overrides, and this module turns it into the same work for the two peers:
 * the data and its partition: ``raysfl.engine.runner.load_partitioned``, the function every raysfl run
   loads and partitions its data with;
 * the model: ``build_split_model`` with the run's ``("model",)`` seed, so the initial weights are raysfl's,
-  in the scenario's ``engine.memory_format`` (the conv layout raysfl's processes use);
+  in the scenario's ``engine.memory_format`` and ``engine.precision`` (the conv layout and precision raysfl's
+  processes use);
 * the clients of each round: C of K drawn uniformly without replacement from the ``("policy",)`` stream, the
   draws raysfl's synchronous FedAvg policy makes (:func:`round_clients`);
 * a client's job: raysfl's ``FLClient.train`` (E minibatches of B from the client's own cursor and seed
@@ -129,7 +130,8 @@ def build(sc: Any, data_dir: str | None = None) -> Work:
     channels = int(ds.train_x.shape[1])
     model = build_split_model(
         sc.model, channels, transform.crop_size, ds.num_classes, seed=torch_seed(sc.seed, "model")
-    ).use_memory_format(sc.engine.memory_format)  # the conv layout raysfl's processes use
+    )  # in the conv layout and precision raysfl's processes use
+    model.use_memory_format(sc.engine.memory_format).use_precision(sc.engine.precision)
     return Work(sc, ds, transform, tuple(part.indices), model)
 
 

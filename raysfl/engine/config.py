@@ -12,7 +12,8 @@ class EngineConfig:
     """How the simulation is executed.
 
     With ``clock = "virtual"`` none of these change results beyond the last float bits (thread counts and
-    the memory format pick other kernels).
+    the memory format pick other kernels), except ``precision = "bfloat16"``, which computes the model's
+    convolutions and matmuls with 8 significant bits.
     """
 
     pools: int = option(1, ge=1, doc="number of ClientPool actors hosting the virtual clients")
@@ -45,6 +46,14 @@ class EngineConfig:
         choices=("contiguous", "channels_last"),
         doc="layout of the model's conv weights, hence of its feature maps; channels_last runs oneDNN's "
         "faster convolutions (CPU, GPU): other float rounding, so other last bits than contiguous",
+    )
+    precision: str = option(
+        "float32",
+        choices=("float32", "bfloat16"),
+        doc="bfloat16 = mixed precision: the model's layers run under torch.autocast to bfloat16 "
+        "(convolutions and matmuls in bfloat16; float32 weights, gradients, optimizer state and layer "
+        "outputs); other numbers than float32; faster only on CPUs with native bfloat16 (avx512_bf16, AMX) "
+        "and on GPUs",
     )
     checkpoint_every: int = option(
         0, ge=0, doc="checkpoint every N global iterations to RUN_DIR/checkpoints (0 = off); see --resume"

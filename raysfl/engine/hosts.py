@@ -33,12 +33,13 @@ def build_model(setup: RunSetup) -> Any:
     With ``engine.memory_format = "channels_last"`` the conv weights of every part are stored channels-last,
     so each convolution returns channels-last feature maps and runs oneDNN's channels-last kernels (same
     values up to float rounding). Ray ships tensors with their strides, so every process sees the layouts
-    the in-process run sees.
+    the in-process run sees. With ``engine.precision = "bfloat16"`` every part runs under bfloat16 autocast
+    (:mod:`raysfl.models.precision`).
     """
     sc = setup.scenario
     c, h, _ = setup.input_shape
     model = build_split_model(sc.model, c, h, setup.num_classes, seed=torch_seed(sc.seed, "model"))
-    return model.use_memory_format(sc.engine.memory_format)
+    return model.use_memory_format(sc.engine.memory_format).use_precision(sc.engine.precision)
 
 
 @contextmanager

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from raysfl.models.precision import PRECISIONS, use_autocast
+
 
 class LayerStack:
     """An ordered list of named layers with named cut points, built front to back.
@@ -148,4 +150,17 @@ class SplitModel:
         for part in (self.client, self.server, self.aux):
             if part is not None:
                 part.to(memory_format=layouts[memory_format])
+        return self
+
+    def use_precision(self, precision: str) -> SplitModel:
+        """Run every part's forward in ``"float32"`` or under bfloat16 autocast (``"bfloat16"``); in place.
+
+        Mixed precision (:mod:`raysfl.models.precision`): float32 parameters, gradients and part outputs,
+        convolutions and matmuls in bfloat16 (``engine.precision``). Returns self.
+        """
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
+        for part in (self.client, self.server, self.aux):
+            if part is not None:
+                use_autocast(part, PRECISIONS[precision])
         return self
