@@ -153,9 +153,9 @@ class SplitModel:
         return self
 
     def use_precision(self, precision: str) -> SplitModel:
-        """Run every part's forward in ``"float32"`` or under bfloat16 autocast (``"bfloat16"``); in place.
+        """Run every part's layers in ``"float32"`` or under bfloat16 autocast (``"bfloat16"``); in place.
 
-        Mixed precision (:mod:`raysfl.models.precision`): float32 parameters, gradients and part outputs,
+        Mixed precision (:mod:`raysfl.models.precision`): float32 parameters, gradients and layer outputs,
         convolutions and matmuls in bfloat16 (``engine.precision``). Returns self.
         """
         if precision not in PRECISIONS:
