@@ -300,22 +300,24 @@ def _rate(fn: Callable[[], Any], flops: float, seconds: float) -> float:
             return n * flops / elapsed / 1e9
 
 
-def measure_peaks(threads: Iterable[int], seconds: float) -> dict[str, float]:
-    """Peak GFLOP/s of this machine per thread count: a 1024² float32 matmul and a 3×3 convolution."""
+def measure_peaks(threads: Iterable[int], seconds: float, precision: str = "float32") -> dict[str, float]:
+    """Peak GFLOP/s of this machine per thread count: a 1024² matmul and a 3×3 convolution, in the run's
+    ``engine.precision`` (``"bfloat16"``: float32 operands under bfloat16 autocast, as the run's layers)."""
     out: dict[str, float] = {}
     before = torch.get_num_threads()
+    low = precision == "bfloat16"
     try:
         for t in sorted(set(threads)):
             torch.set_num_threads(t)
             a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
-            out[f"matmul 1024² float32, {t} thread(s)"] = _rate(
-                partial(torch.matmul, a, b), 2 * 1024**3, seconds
-            )
             x, w = torch.randn(32, 64, 28, 28), torch.randn(128, 64, 3, 3)
-            conv = partial(F.conv2d, x, w, padding=1)
-            out[f"conv 3×3 64→128, 32×28×28, {t} thread(s)"] = _rate(
-                conv, 2 * 32 * 128 * 28 * 28 * 64 * 9, seconds
-            )
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=low):
+                out[f"matmul 1024² {precision}, {t} thread(s)"] = _rate(
+                    partial(torch.matmul, a, b), 2 * 1024**3, seconds
+                )
+                out[f"conv 3×3 64→128, 32×28×28, {precision}, {t} thread(s)"] = _rate(
+                    partial(F.conv2d, x, w, padding=1), 2 * 32 * 128 * 28 * 28 * 64 * 9, seconds
+                )
     finally:
         torch.set_num_threads(before)
     return out
@@ -356,7 +358,7 @@ def main(doc: str, default_scenario: str, default_iterations: int, argv: Sequenc
     sc = load(args)
     report = profile_run(sc, args.backend, args.data_dir, args.out)
     threads = {sc.engine.torch_threads, sc.engine.server_threads}
-    peaks = measure_peaks(threads, args.peak_seconds) if args.peak_seconds > 0 else {}
+    peaks = measure_peaks(threads, args.peak_seconds, sc.engine.precision) if args.peak_seconds > 0 else {}
     cpu = os.cpu_count()
     print(
         f"## Profile of {sc.name} ({args.backend} backend, {args.iterations} global iterations, {cpu} CPUs)\n"

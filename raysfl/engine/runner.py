@@ -47,6 +47,7 @@ from raysfl.metrics.parquet import EventLog, MetricsLog
 from raysfl.metrics.progress import ProgressLine
 from raysfl.metrics.tensorboard import TensorBoardSink
 from raysfl.models.flops import profile_split_model
+from raysfl.models.precision import EMULATED_BFLOAT16, native_bfloat16
 from raysfl.scenario import Scenario, scenario_to_dict
 from raysfl.system.durations import TimeModel
 from raysfl.system.profiles import draw_devices
@@ -288,6 +289,8 @@ def run(
             note = f"{out} has finished ({done.get('stop_reason')}); nothing to resume, outputs unchanged"
             print(f"raysfl: {note}", file=sys.stderr)
             return {**done, "out_dir": str(out)}
+    if sc.engine.precision == "bfloat16" and not native_bfloat16():
+        print(f"raysfl: {EMULATED_BFLOAT16}", file=sys.stderr)
     with profiling.section("setup.prepare"):
         prep = prepare(sc, data_dir)
     if backend == "ray":  # start or join Ray before writing: an unreachable cluster leaves no folder

@@ -16,9 +16,9 @@ wrapping them: parameter and buffer names stay the same, so state dicts, checkpo
 Devices without autocast (``meta``, which validation builds on) run the layers as they are.
 
 Effect: other numbers than float32 (bfloat16 keeps 8 significant bits of each operand and of each layer's
-result; the kernels sum the products in float32); runs stay deterministic. On CPUs with native bfloat16 instructions (``avx512_bf16`` or AMX)
-oneDNN's bfloat16 kernels are faster than its float32 ones; on others they are emulated and slower
-(:func:`native_bfloat16`).
+result; the kernels sum the products in float32); runs stay deterministic. On CPUs with native bfloat16
+instructions (``avx512_bf16`` or AMX) oneDNN's bfloat16 kernels are faster than its float32 ones; on others
+they are emulated and slower (:func:`native_bfloat16`; a run says so, :data:`EMULATED_BFLOAT16`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,12 @@ from torch import nn
 
 PRECISIONS: dict[str, torch.dtype | None] = {"float32": None, "bfloat16": torch.bfloat16}
 """``engine.precision`` → the autocast dtype (None: plain float32)."""
+
+EMULATED_BFLOAT16 = (
+    "engine.precision = 'bfloat16', but this CPU has no bfloat16 instructions (avx512_bf16, AMX): oneDNN "
+    "emulates them, so the CPU's layers run slower than in float32 (a GPU server still computes in bfloat16)"
+)
+"""The note a run prints when it computes in bfloat16 on such a CPU."""
 
 _HOOKED = "_raysfl_autocast"  # attribute naming the module's AutocastHooks (one per module)
 

@@ -218,3 +218,14 @@ def test_a_profiled_run_computes_the_pinned_numbers(tmp_path, keep_threads):
     unprofiled = json.loads(json.dumps(pinned.measure("gas", tmp_path / "gas-unprofiled")))
     assert got == unprofiled
     assert pinned.mismatch(got, pinned._pins()["gas"], exact=False) is None
+
+
+def test_the_peaks_are_measured_in_the_runs_precision(prof_mod, keep_threads):
+    """A bfloat16 run's passes are set against bfloat16 peaks (autocast, as its layers compute)."""
+    for precision in ("float32", "bfloat16"):
+        peaks = prof_mod.measure_peaks([1], 0.01, precision)
+        assert sorted(peaks) == [
+            f"conv 3×3 64→128, 32×28×28, {precision}, 1 thread(s)",
+            f"matmul 1024² {precision}, 1 thread(s)",
+        ]
+        assert all(rate > 0 for rate in peaks.values())

@@ -10,6 +10,7 @@ import pytest
 
 from raysfl.config import apply_overrides
 from raysfl.engine.runner import run
+from raysfl.models.precision import EMULATED_BFLOAT16
 from raysfl.scenario import scenario_from_dict
 from tests.unit.engine.test_checkpoint_resume import run_crash_and_resume, tiny
 from tests.unit.engine.test_memory_format import METHODS, TINY
@@ -58,3 +59,15 @@ def test_a_bfloat16_run_resumes_to_the_same_metrics_and_events(tmp_path):
     every process builds: crash after the first checkpoint, resume, end where the uninterrupted run ends."""
     doc = apply_overrides(tiny("gas", precision="bfloat16"), ["metrics.tensorboard=false"])
     run_crash_and_resume(scenario_from_dict(doc), tmp_path)
+
+
+def test_a_cpu_without_bfloat16_instructions_gets_a_note(tmp_path, monkeypatch, capsys):
+    """The probe of the CPU is replaced (this machine may have the instructions); the run itself is real."""
+    import raysfl.engine.runner as runner
+
+    for native, expected in ((True, ""), (False, EMULATED_BFLOAT16)):
+        monkeypatch.setattr(runner, "native_bfloat16", lambda native=native: native)
+        sc = scenario("fedavg", "bfloat16", "train.global_iterations=1")
+        run(sc, tmp_path / str(native), backend="local")
+        err = capsys.readouterr().err
+        assert (expected in err) if expected else EMULATED_BFLOAT16 not in err
