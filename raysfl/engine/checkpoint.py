@@ -19,9 +19,11 @@ The checkpoint taken at the event that stopped the run records that, so resuming
 nothing. It also stores the resolved scenario and its fingerprint, so
 ``raysfl run --resume RUN_DIR`` needs no scenario file and a checkpoint of another scenario is refused.
 The fingerprint leaves out the ``engine`` and ``metrics`` sections: those do not change results, so a
-run may resume on another number of pools or with TensorBoard switched off. A scenario stored before an
-option was renamed (an old key kept by ``config.aliases``, an old value spelling kept by ``synonyms``)
-is read again by today's schema before it is called another scenario (:func:`same_scenario`).
+run may resume on another number of pools or with TensorBoard switched off. The exception is
+``engine.precision``: a bfloat16 run resumes only in bfloat16, and a float32 run only in float32.
+A scenario stored before an option was renamed (an old key kept by ``config.aliases``, an old value
+spelling kept by ``synonyms``) is read again by today's schema before it is called another scenario
+(:func:`same_scenario`).
 """
 
 from __future__ import annotations
@@ -54,10 +56,22 @@ class CheckpointError(RuntimeError):
     """A checkpoint is missing, unreadable or belongs to another scenario (a user error: exit 2)."""
 
 
-def fingerprint(scenario_doc: dict[str, Any]) -> str:
-    """SHA-256 of the resolved scenario without the sections that do not change results."""
+def result_fields(scenario_doc: dict[str, Any]) -> dict[str, Any]:
+    """The scenario without the sections that do not change results.
+
+    ``engine.precision`` does change them (bfloat16 computes with 8 significant bits), so it stays in when it
+    is not the default ``"float32"``; a float32 scenario keeps the fingerprint it had before the option.
+    """
     doc = {k: v for k, v in scenario_doc.items() if k not in NOT_RESULT_SECTIONS}
-    return hashlib.sha256(dumps_toml(doc).encode()).hexdigest()
+    precision = scenario_doc.get("engine", {}).get("precision", "float32")
+    if precision != "float32":
+        doc["engine"] = {"precision": precision}
+    return doc
+
+
+def fingerprint(scenario_doc: dict[str, Any]) -> str:
+    """SHA-256 of the resolved scenario's fields that change results (:func:`result_fields`)."""
+    return hashlib.sha256(dumps_toml(result_fields(scenario_doc)).encode()).hexdigest()
 
 
 def current_form(scenario_doc: dict[str, Any]) -> dict[str, Any] | None:
@@ -99,8 +113,8 @@ def _flatten(doc: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 
 def differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """``key: A != B`` for every result-relevant field where two scenario documents differ."""
-    fa = dict(_flatten({k: v for k, v in a.items() if k not in NOT_RESULT_SECTIONS}))
-    fb = dict(_flatten({k: v for k, v in b.items() if k not in NOT_RESULT_SECTIONS}))
+    fa = dict(_flatten(result_fields(a)))
+    fb = dict(_flatten(result_fields(b)))
     keys = sorted(fa.keys() | fb.keys())
     return [f"{k}: {fa.get(k)!r} != {fb.get(k)!r}" for k in keys if fa.get(k) != fb.get(k)]
 

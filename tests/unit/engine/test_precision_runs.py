@@ -8,10 +8,12 @@ run is reproducible bit for bit, in-process, on Ray pools and across a crash and
 import pyarrow.parquet as pq
 import pytest
 
+from raysfl.cli import main
 from raysfl.config import apply_overrides
+from raysfl.engine.checkpoint import differences, fingerprint
 from raysfl.engine.runner import run
 from raysfl.models.precision import EMULATED_BFLOAT16
-from raysfl.scenario import scenario_from_dict
+from raysfl.scenario import scenario_from_dict, scenario_to_dict
 from tests.unit.engine.test_checkpoint_resume import run_crash_and_resume, tiny
 from tests.unit.engine.test_memory_format import METHODS, TINY
 
@@ -71,3 +73,24 @@ def test_a_cpu_without_bfloat16_instructions_gets_a_note(tmp_path, monkeypatch, 
         run(sc, tmp_path / str(native), backend="local")
         err = capsys.readouterr().err
         assert (expected in err) if expected else EMULATED_BFLOAT16 not in err
+
+
+def test_the_fingerprint_holds_the_precision_only_when_it_is_not_float32():
+    """A float32 scenario keeps the fingerprint it had before the option existed (old checkpoints resume);
+    a bfloat16 one differs, while other engine fields (pools) still do not count."""
+    doc = scenario_to_dict(scenario_from_dict(tiny("gas")))
+    stored_before = {**doc, "engine": {k: v for k, v in doc["engine"].items() if k != "precision"}}
+    assert fingerprint(stored_before) == fingerprint(doc)
+    low = {**doc, "engine": {**doc["engine"], "precision": "bfloat16"}}
+    assert fingerprint(low) != fingerprint(doc)
+    assert differences(doc, low) == ["engine.precision: None != 'bfloat16'"]
+    assert fingerprint({**low, "engine": {**low["engine"], "pools": 3}}) == fingerprint(low)
+
+
+def test_a_run_resumes_only_in_its_own_precision(tmp_path, capsys):
+    doc = apply_overrides(tiny("fedavg", precision="bfloat16"), ["metrics.tensorboard=false"])
+    run(scenario_from_dict(doc), tmp_path / "run", backend="local")
+    code = main(["run", "--resume", str(tmp_path / "run"), "engine.precision=float32", "--backend", "local"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert "written by another scenario" in err and "engine.precision: 'bfloat16' != None" in err
