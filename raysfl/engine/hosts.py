@@ -33,8 +33,8 @@ def build_model(setup: RunSetup) -> Any:
     With ``engine.memory_format = "channels_last"`` the conv weights of every part are stored channels-last,
     so each convolution returns channels-last feature maps and runs oneDNN's channels-last kernels (same
     values up to float rounding). Ray ships tensors with their strides, so every process sees the layouts
-    the in-process run sees. With ``engine.precision = "bfloat16"`` every part runs under bfloat16 autocast
-    (:mod:`raysfl.models.precision`).
+    the in-process run sees. With ``engine.precision = "bfloat16"`` every layer with parameters runs under
+    bfloat16 autocast and hands float32 on (:mod:`raysfl.models.precision`).
     """
     sc = setup.scenario
     c, h, _ = setup.input_shape
