@@ -14,6 +14,7 @@ from raysfl.engine.checkpoint import differences, fingerprint
 from raysfl.engine.runner import run
 from raysfl.models.precision import EMULATED_BFLOAT16
 from raysfl.scenario import scenario_from_dict, scenario_to_dict
+from tests.unit.engine.test_checkpoint_resume import METHODS as METHODS_ALL
 from tests.unit.engine.test_checkpoint_resume import run_crash_and_resume, tiny
 from tests.unit.engine.test_memory_format import METHODS, TINY
 
@@ -94,3 +95,17 @@ def test_a_run_resumes_only_in_its_own_precision(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
     assert "written by another scenario" in err and "engine.precision: 'bfloat16' != None" in err
+
+
+@pytest.mark.parametrize("name", METHODS_ALL)
+def test_every_method_runs_in_bfloat16_with_float32s_events(tmp_path, name):
+    """However a method calls its model (parts, slices, the full stack, per-layer loops), a bfloat16 run
+    does the same work as the float32 one and reaches other numbers."""
+    outs = {}
+    for precision in ("float32", "bfloat16"):
+        doc = tiny(name, precision=precision, checkpoint_every=0)
+        doc = apply_overrides(doc, ["metrics.tensorboard=false"])
+        run(scenario_from_dict(doc), tmp_path / precision, backend="local")
+        outs[precision] = tmp_path / precision
+    assert events(outs["bfloat16"]) == events(outs["float32"])
+    assert [r[3] for r in metrics(outs["bfloat16"])] != [r[3] for r in metrics(outs["float32"])]
