@@ -53,7 +53,7 @@ class EngineConfig:
         doc="bfloat16 = mixed precision: the model's layers run under torch.autocast to bfloat16 "
         "(convolutions and matmuls in bfloat16; float32 weights, gradients, optimizer state and layer "
         "outputs); other numbers than float32; faster only on CPUs with native bfloat16 (avx512_bf16, AMX) "
-        "and on GPUs",
+        "and on GPUs, and for wide layers (AlexNet, VGG; LeNet-5 runs slower)",
     )
     checkpoint_every: int = option(
         0, ge=0, doc="checkpoint every N global iterations to RUN_DIR/checkpoints (0 = off); see --resume"

@@ -18,7 +18,9 @@ Devices without autocast (``meta``, which validation builds on) run the layers a
 Effect: other numbers than float32 (bfloat16 keeps 8 significant bits of each operand and of each layer's
 result; the kernels sum the products in float32); runs stay deterministic. On CPUs with native bfloat16
 instructions (``avx512_bf16`` or AMX) oneDNN's bfloat16 kernels are faster than its float32 ones; on others
-they are emulated and slower (:func:`native_bfloat16`; a run says so, :data:`EMULATED_BFLOAT16`).
+they are emulated and slower (:func:`native_bfloat16`; a run says so, :data:`EMULATED_BFLOAT16`). Narrow
+layers gain nothing either: the two casts around each layer cost more than its bfloat16 kernel saves
+(LeNet-5 ran slower; benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
