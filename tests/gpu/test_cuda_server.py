@@ -12,6 +12,7 @@ What is checked, per method:
 - the GPU run's metrics agree with a CPU server's to float rounding: the same event times and bytes, the
   initial evaluation's loss to 1e-5, the last one's to 1e-3 (first H200 run: 2.8e-8 and at most 1.1e-7,
   but 2.6e-5 for GAS, whose generated activations come from the device's own random stream);
+- ``engine.precision = "bfloat16"`` on the server's device: deterministic across a resume, float32's events;
 - the synchronisation audit (``torch.cuda.set_sync_debug_mode``, :class:`SyncAudit`): a per-minibatch
   server call waits for the device only to copy back the gradients it produces (and a Cholesky flag), never
   to copy a tensor in; other calls only for what they return and the model they read back; an evaluation as
@@ -80,6 +81,21 @@ def _close(a: float | None, b: float | None, rel: float) -> bool:
     if a is None or b is None or math.isnan(a) or math.isnan(b):
         return (a is None or math.isnan(a)) == (b is None or math.isnan(b))
     return abs(a - b) <= rel * max(abs(a), abs(b), 1e-12)
+
+
+@pytest.mark.parametrize("name", ["gas", "fedavg", "splitfed_v1", "minibatch_sfl"])
+def test_bfloat16_on_the_server_device_is_deterministic_and_keeps_the_events(name, tmp_path):
+    """``engine.precision = "bfloat16"``: the server's layers open their autocast regions on its device
+    (CUDA autocast on a GPU), the pools' on the CPU. A resumed run ends like the uninterrupted one, and the
+    run has float32's events at float32's times, with other losses."""
+    run_crash_and_resume(scenario(name, DEVICE, precision="bfloat16"), tmp_path / "bf16")
+    runner.run(scenario(name, DEVICE, checkpoint_every=0), tmp_path / "fp32", backend="local")
+    low, ref = (pq.read_table(tmp_path / d / "metrics.parquet").to_pylist() for d in ("bf16/full", "fp32"))
+    assert [(r["iteration"], r["t"], r["bytes_up"]) for r in low] == [
+        (r["iteration"], r["t"], r["bytes_up"]) for r in ref
+    ]
+    assert [r["loss"] for r in low] != [r["loss"] for r in ref]
+    assert all(_close(a["loss"], b["loss"], 0.05) for a, b in zip(low, ref, strict=True))
 
 
 @pytest.mark.parametrize("name", METHODS)
