@@ -113,8 +113,9 @@ def _flatten(doc: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 
 def differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """``key: A != B`` for every result-relevant field where two scenario documents differ."""
-    fa = dict(_flatten(result_fields(a)))
-    fb = dict(_flatten(result_fields(b)))
+    default = {"engine.precision": "float32"}  # left out of result_fields when it is the default
+    fa = {**default, **dict(_flatten(result_fields(a)))}
+    fb = {**default, **dict(_flatten(result_fields(b)))}
     keys = sorted(fa.keys() | fb.keys())
     return [f"{k}: {fa.get(k)!r} != {fb.get(k)!r}" for k in keys if fa.get(k) != fb.get(k)]
 

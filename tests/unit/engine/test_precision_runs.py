@@ -84,7 +84,8 @@ def test_the_fingerprint_holds_the_precision_only_when_it_is_not_float32():
     assert fingerprint(stored_before) == fingerprint(doc)
     low = {**doc, "engine": {**doc["engine"], "precision": "bfloat16"}}
     assert fingerprint(low) != fingerprint(doc)
-    assert differences(doc, low) == ["engine.precision: None != 'bfloat16'"]
+    assert differences(doc, low) == ["engine.precision: 'float32' != 'bfloat16'"]
+    assert differences(doc, stored_before) == []
     assert fingerprint({**low, "engine": {**low["engine"], "pools": 3}}) == fingerprint(low)
 
 
@@ -94,7 +95,7 @@ def test_a_run_resumes_only_in_its_own_precision(tmp_path, capsys):
     code = main(["run", "--resume", str(tmp_path / "run"), "engine.precision=float32", "--backend", "local"])
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
-    assert "written by another scenario" in err and "engine.precision: 'bfloat16' != None" in err
+    assert "written by another scenario" in err and "engine.precision: 'bfloat16' != 'float32'" in err
 
 
 @pytest.mark.parametrize("name", METHODS_ALL)
