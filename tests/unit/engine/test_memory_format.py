@@ -11,33 +11,21 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from raysfl.algorithms.base import RunSetup
 from raysfl.config import ConfigError, apply_overrides
 from raysfl.engine.hosts import build_model
 from raysfl.engine.runner import run
 from raysfl.models import MODEL_NAMES, MODELS
 from raysfl.scenario import scenario_from_dict
 from tests.unit.engine.test_checkpoint_resume import run_crash_and_resume, tiny
+from tests.unit.models.zoo_scan import zoo_setup
 
 CL = torch.channels_last
-
-
-def _setup(name: str, memory_format: str, shape: tuple[int, int, int]) -> RunSetup:
-    classes = 62 if name == "cse_fsl_femnist" else 10
-    c, h, _ = shape
-    data = {"dataset": "synthetic", "partition": "iid", "synthetic_channels": c, "synthetic_image_size": h}
-    if classes != 10:
-        data["synthetic_classes"] = classes
-    sc = scenario_from_dict(
-        {"data": data, "model": {"name": name}, "engine": {"memory_format": memory_format}}
-    )
-    return RunSetup(sc, None, shape, classes, (), None)
 
 
 def test_the_option_names_its_choices():
     with pytest.raises(ConfigError, match=r"engine\.memory_format.*channels_last"):
         scenario_from_dict({"engine": {"memory_format": "nhwc"}})
-    model = build_model(_setup("lenet5", "contiguous", (1, 28, 28)))
+    model = build_model(zoo_setup("lenet5", memory_format="contiguous"))
     with pytest.raises(ValueError, match=r"memory_format must be one of \['channels_last', 'contiguous'\]"):
         model.use_memory_format("nhwc")
     w = model.use_memory_format("channels_last").client.conv2.weight  # 6 input channels: one layout or other
@@ -55,8 +43,8 @@ def test_every_zoo_model_gives_the_same_outputs_and_gradients_channels_last(name
     ReLU whose input is within it of zero, so gradients are compared by their relative error, not element
     by element."""
     shape = MODELS[name].inputs[0]
-    ref = build_model(_setup(name, "contiguous", shape))
-    cl = build_model(_setup(name, "channels_last", shape))
+    ref = build_model(zoo_setup(name, memory_format="contiguous"))
+    cl = build_model(zoo_setup(name, memory_format="channels_last"))
     convs = 0
     for part in ("client", "server"):
         for (k, a), (_, b) in zip(

@@ -23,6 +23,7 @@ from raysfl.engine.hosts import build_model
 from raysfl.models import MODEL_NAMES, MODELS
 from raysfl.models.precision import autocast_dtype, native_bfloat16, use_autocast
 from raysfl.scenario import scenario_from_dict
+from tests.unit.models.zoo_scan import zoo_setup
 
 BF16 = torch.bfloat16
 
@@ -44,14 +45,7 @@ def by_hand(model: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
 
 
 def setup_for(name: str, precision: str) -> RunSetup:
-    shape = MODELS[name].inputs[0]
-    classes = 62 if name == "cse_fsl_femnist" else 10
-    c, h, _ = shape
-    data = {"dataset": "synthetic", "partition": "iid", "synthetic_channels": c, "synthetic_image_size": h}
-    if classes != 10:
-        data["synthetic_classes"] = classes
-    sc = scenario_from_dict({"data": data, "model": {"name": name}, "engine": {"precision": precision}})
-    return RunSetup(sc, None, shape, classes, (), None)
+    return zoo_setup(name, precision=precision)
 
 
 def test_the_option_names_its_choices():
