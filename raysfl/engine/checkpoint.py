@@ -47,6 +47,7 @@ FORMAT = 1
 SCENARIO_FILE = "scenario.toml"  # the resolved scenario, beside the checkpoints (read by --resume)
 SUMMARY_FILE = "summary.json"  # written when a run ends (runner.run)
 NOT_RESULT_SECTIONS = ("engine", "metrics", "name")
+RESULT_ENGINE_FIELDS = {"precision": "float32"}  # engine fields that do change results, with their defaults
 TREE_KEYS = ("queue", "totals", "policy", "backend", "sinks")  # the snapshot trees of a checkpoint
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _UNSAFE_ADVICE = ("weights_only", "safe_globals", "trust")  # torch's advice to load code: never repeated
@@ -59,13 +60,15 @@ class CheckpointError(RuntimeError):
 def result_fields(scenario_doc: dict[str, Any]) -> dict[str, Any]:
     """The scenario without the sections that do not change results.
 
-    ``engine.precision`` does change them (bfloat16 computes with 8 significant bits), so it stays in when it
-    is not the default ``"float32"``; a float32 scenario keeps the fingerprint it had before the option.
+    The :data:`RESULT_ENGINE_FIELDS` do change them (``engine.precision``: bfloat16 computes with 8
+    significant bits), so each stays in where it is not its default; a scenario at the defaults keeps the
+    fingerprint it had before those options existed.
     """
     doc = {k: v for k, v in scenario_doc.items() if k not in NOT_RESULT_SECTIONS}
-    precision = scenario_doc.get("engine", {}).get("precision", "float32")
-    if precision != "float32":
-        doc["engine"] = {"precision": precision}
+    engine = scenario_doc.get("engine", {})
+    changed = {k: engine[k] for k, d in RESULT_ENGINE_FIELDS.items() if engine.get(k, d) != d}
+    if changed:
+        doc["engine"] = changed
     return doc
 
 
@@ -113,7 +116,7 @@ def _flatten(doc: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 
 def differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """``key: A != B`` for every result-relevant field where two scenario documents differ."""
-    default = {"engine.precision": "float32"}  # left out of result_fields when it is the default
+    default = {f"engine.{k}": v for k, v in RESULT_ENGINE_FIELDS.items()}  # result_fields leaves them out
     fa = {**default, **dict(_flatten(result_fields(a)))}
     fb = {**default, **dict(_flatten(result_fields(b)))}
     keys = sorted(fa.keys() | fb.keys())
