@@ -20,6 +20,11 @@ strings, lists, dicts, dataclasses), numpy arrays and generators, torch tensors,
 but no autograd graph and no open handle: checkpoints capture them with ``raysfl.engine.snapshot``, and
 every class of an object they keep must be listed in ``AlgorithmSpec.state_classes``.
 
+Two helpers give a method the server-side loops the built-in methods use: :func:`evaluate_model` (top-1
+accuracy and mean cross-entropy of a whole model on the test set, in cache-sized chunks on the CPU, one
+device read per evaluation) and :func:`load_into` (a state dict into a module in place, without
+``load_state_dict``'s wait per tensor on a GPU).
+
 A client whose model has random layers (dropout) runs them under :func:`seeded_if` with its own generator
 (:func:`draws_randomness` tells whether a model has such layers), so its masks do not depend on the pool.
 
@@ -48,6 +53,8 @@ from raysfl.algorithms.actions import (
     Stop,
 )
 from raysfl.algorithms.base import AlgorithmSpec, RunSetup
+from raysfl.algorithms.common.device import load_into
+from raysfl.algorithms.common.evaluate import evaluate_model
 from raysfl.algorithms.common.own_rng import draws_randomness, seeded_if
 from raysfl.algorithms.protocols import ClientLogic, Policy, ServerLogic
 from raysfl.config import option
@@ -164,6 +171,8 @@ __all__ = [
     "check_logic",
     "check_spec",
     "draws_randomness",
+    "evaluate_model",
+    "load_into",
     "members",
     "missing_members",
     "option",

@@ -36,6 +36,8 @@ from raysfl.api import (
     ServerLogic,
     Slot,
     Stop,
+    evaluate_model,
+    load_into,
     option,
 )
 
@@ -142,26 +144,13 @@ class HingeServer:
         }
         self.version += 1
 
-    @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
         """Accuracy and mean loss of the global model on the test set, and the mean α so far."""
-        self.model.load_state_dict(self.weights)
-        self.model.eval()
-        n = len(self.test_y)
-        # sums kept on the server's device and read once: a GPU is not waited for per batch
-        correct = torch.zeros((), dtype=torch.int64, device=self.device)
-        loss = torch.zeros((), dtype=torch.float64, device=self.device)
-        for i in range(0, n, self.cfg.eval_batch_size):
-            x = self.test_x[i : i + self.cfg.eval_batch_size].to(self.device)
-            y = self.test_y[i : i + self.cfg.eval_batch_size].to(self.device)
-            logits = self.model(x)
-            loss += F.cross_entropy(logits, y, reduction="sum").to(torch.float64)
-            correct += (logits.argmax(1) == y).sum()
-        return {
-            "accuracy": int(correct) / n,
-            "loss": float(loss) / n,
-            "mean_alpha": self.alpha_sum / max(self.version, 1),
-        }
+        load_into(self.model, self.weights)  # in place, no wait per tensor on a GPU
+        accuracy, loss = evaluate_model(
+            self.model, self.test_x, self.test_y, self.cfg.eval_batch_size, self.device
+        )
+        return {"accuracy": accuracy, "loss": loss, "mean_alpha": self.alpha_sum / max(self.version, 1)}
 
 
 # --- 4. the policy: runs in the coordinator ----------------------------------------------------------------

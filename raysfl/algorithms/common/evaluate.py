@@ -1,4 +1,4 @@
-"""Test-set evaluation of a split model [w_c, w_s] (and of an auxiliary head on the same activations)."""
+"""Test-set evaluation of a split model [w_c, w_s], of an auxiliary head on its activations, of a model."""
 
 from __future__ import annotations
 
@@ -95,4 +95,20 @@ def evaluate_split(
 ) -> tuple[float, float]:
     """Top-1 accuracy and mean cross-entropy of ``server(client(x))`` over the whole test set."""
     acc, loss, _ = evaluate_split_aux(client, server, None, test_x, test_y, batch_size, device)
+    return acc, loss
+
+
+def evaluate_model(
+    model: nn.Module,
+    test_x: torch.Tensor,
+    test_y: torch.Tensor,
+    batch_size: int,
+    device: torch.device | str = "cpu",
+) -> tuple[float, float]:
+    """Top-1 accuracy and mean cross-entropy of a whole ``model`` over the test set.
+
+    The loop of :func:`evaluate_split_aux` with ``model`` as the client part and nothing after it: the
+    same sums, batches and :data:`CPU_FORWARD_ROWS` chunks as every built-in method's evaluation.
+    """
+    acc, loss, _ = evaluate_split_aux(model, nn.Identity(), None, test_x, test_y, batch_size, device)
     return acc, loss

@@ -1,4 +1,4 @@
-"""The split models' test-set evaluation: its sums, and the CPU forward in chunks of CPU_FORWARD_ROWS."""
+"""Test-set evaluation of split and whole models: the sums, and the CPU forward in CPU_FORWARD_ROWS chunks."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from raysfl.algorithms.common import evaluate
-from raysfl.algorithms.common.evaluate import evaluate_split, evaluate_split_aux, forward_rows
+from raysfl.algorithms.common.evaluate import evaluate_model, evaluate_split, evaluate_split_aux, forward_rows
 from raysfl.models import ModelConfig, build_split_model
 
 
@@ -99,6 +99,29 @@ def test_chunked_evaluation_equals_the_whole_batch_forward(
     # the same per-row logits (bit for bit on the development machine; to float32 rounding anywhere)
     assert chunked[1] == pytest.approx(whole[1], rel=1e-6)
     assert chunked[1] == pytest.approx(reference[1], rel=1e-5)
+
+
+def test_a_whole_model_is_evaluated_in_eval_mode_in_chunks_with_the_same_sums() -> None:
+    counter = RowCounter()
+    model = nn.Sequential(counter, nn.Dropout(0.5), fixed_server())
+    x = torch.eye(3).repeat(50, 1)  # 150 rows
+    y = ((torch.arange(150) % 3 - 1) % 3).long()  # what the fixed server predicts
+    y[:30] = (y[:30] + 1) % 3  # 30 of 150 wrong
+    acc, loss = evaluate_model(model, x, y, batch_size=100)
+    assert counter.calls == [64, 36, 50]  # batches of 100, each forward at most CPU_FORWARD_ROWS rows
+    assert not model.training  # dropout off: a training-mode pass would zero features and change both
+    assert acc == pytest.approx(120 / 150)
+    right = -math.log(math.exp(2) / (math.exp(2) + 2))
+    wrong = -math.log(1 / (math.exp(2) + 2))
+    assert loss == pytest.approx((120 * right + 30 * wrong) / 150, rel=1e-6)
+
+
+def test_a_whole_model_scores_as_its_split_parts() -> None:
+    model = build_split_model(ModelConfig(name="lenet5"), 1, 28, 10, seed=3)
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(200, 1, 28, 28, generator=gen)
+    y = torch.randint(0, 10, (200,), generator=gen)
+    assert evaluate_model(model.full(), x, y, 128) == evaluate_split(model.client, model.server, x, y, 128)
 
 
 def test_the_benchmark_script_prints_its_table() -> None:
