@@ -29,6 +29,12 @@ from torch import nn
 
 from raysfl.models.precision import PRECISIONS, use_autocast
 
+MEMORY_FORMATS: dict[str, torch.memory_format] = {
+    "contiguous": torch.contiguous_format,
+    "channels_last": torch.channels_last,
+}
+"""The layouts of ``engine.memory_format`` (its choices must be these keys) and the torch format of each."""
+
 
 class LayerStack:
     """An ordered list of named layers with named cut points, built front to back.
@@ -144,12 +150,11 @@ class SplitModel:
         feature maps and run oneDNN's channels-last kernels. The values are unchanged; what is computed from
         them differs in the last bits (``engine.memory_format``).
         """
-        layouts = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
-        if memory_format not in layouts:
-            raise ValueError(f"memory_format must be one of {sorted(layouts)}, got {memory_format!r}")
+        if memory_format not in MEMORY_FORMATS:
+            raise ValueError(f"memory_format must be one of {sorted(MEMORY_FORMATS)}, got {memory_format!r}")
         for part in (self.client, self.server, self.aux):
             if part is not None:
-                part.to(memory_format=layouts[memory_format])
+                part.to(memory_format=MEMORY_FORMATS[memory_format])
         return self
 
     def use_precision(self, precision: str) -> SplitModel:

@@ -6,6 +6,7 @@ method calls them, and by how much it moves the numbers of every zoo model.
 """
 
 import copy
+import dataclasses
 import pickle
 from collections import OrderedDict
 from pathlib import Path
@@ -18,10 +19,12 @@ from torch import nn
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.minibatch_sfl.layers import client_prefix, full_stack
 from raysfl.algorithms.moon.objective import representation_and_logits
-from raysfl.config import ConfigError
+from raysfl.config import ConfigError, option_meta
+from raysfl.engine.config import EngineConfig
 from raysfl.engine.hosts import build_model
 from raysfl.models import MODEL_NAMES, MODELS
-from raysfl.models.precision import autocast_dtype, native_bfloat16, use_autocast
+from raysfl.models.precision import PRECISIONS, autocast_dtype, native_bfloat16, use_autocast
+from raysfl.models.split import MEMORY_FORMATS
 from raysfl.scenario import scenario_from_dict
 from tests.unit.models.zoo_scan import zoo_setup
 
@@ -54,6 +57,14 @@ def test_the_option_names_its_choices():
     model = build_model(setup_for("lenet5", "float32"))
     with pytest.raises(ValueError, match=r"precision must be one of \['bfloat16', 'float32'\]"):
         model.use_precision("fp16")
+
+
+@pytest.mark.parametrize("field, table", [("precision", PRECISIONS), ("memory_format", MEMORY_FORMATS)])
+def test_the_engine_options_allow_exactly_what_the_model_knows(field: str, table: dict) -> None:
+    """The config module stays free of torch, so each choice list is written twice: here they must agree."""
+    (spec,) = [f for f in dataclasses.fields(EngineConfig) if f.name == field]
+    assert set(option_meta(spec).choices) == set(table)
+    assert spec.default in table
 
 
 def test_each_layer_is_autocasts_bfloat16_result_in_float32():
