@@ -10,7 +10,8 @@ current, ...), so both see the machine in the same state. Prints one markdown ta
 * **process s**: launch → exit of the ``raysfl run`` process (interpreter, imports, Ray's start, the actors,
   the data, the run, shutdown): what a user waits for.
 * **run s**: the run's own ``wall_s`` from ``summary.json`` (engine start → last evaluation).
-* **speed-up**: baseline ÷ current of the medians of process s (and of run s, in brackets).
+* **speed-up**: baseline ÷ current of the medians of process s (and of run s, in brackets). Each run's
+  own two times are printed to stderr as it ends and kept in ``--json`` (``runs``: [process s, run s]).
 * **final acc**: the two systems do the same work, so the final accuracies must agree; a row whose
   accuracy differs from the baseline's is marked, since then the timings do not compare like with like.
 * **variants** (``--variant NAME::key=value,...``): this checkout again with extra overrides, for an option
@@ -116,7 +117,13 @@ def measure(
         for r in range(repeats):
             for name, (checkout, own) in systems.items():
                 print(f"side_by_side: {text} by {name} ({r + 1}/{repeats})", file=sys.stderr, flush=True)
-                runs[name].append(run_once(checkout, scenario, [*overrides, *own], extra, data_dir))
+                one = run_once(checkout, scenario, [*overrides, *own], extra, data_dir)
+                runs[name].append(one)
+                print(
+                    f"side_by_side:   process {one['process_s']:.1f} s, run {one['run_s']:.1f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
         for name, (checkout, _) in systems.items():
             rs = runs[name]
             rows.append(
@@ -128,6 +135,7 @@ def measure(
                     "run_s": statistics.median(r["run_s"] for r in rs),
                     "acc": rs[-1]["acc"],
                     "repeats": len(rs),
+                    "runs": [[r["process_s"], r["run_s"]] for r in rs],  # in order: the spread
                 }
             )
     return rows

@@ -70,8 +70,11 @@ def test_both_systems_run_the_same_scenario(sbs, tmp_path, capsys):
     args = ["--baseline", str(ROOT), "--scenario", f"{path}::seed=6", "--extra=--backend", "--extra=local"]
     variant = "--variant=other-seed::seed=7"  # applied after the scenario's own overrides
     assert sbs.main([*args, variant, "--json", str(out)]) == 0
-    table = capsys.readouterr().out
+    printed = capsys.readouterr()
+    table = printed.out
     assert "| baseline |" in table and "| current |" in table and "differs" not in table
     rows = json.loads(out.read_text())
     assert [r["system"] for r in rows] == ["baseline", "current", "other-seed"]
     assert rows[0]["acc"] == rows[1]["acc"] and all(r["process_s"] >= r["run_s"] > 0 for r in rows)
+    assert all(r["runs"] == [[r["process_s"], r["run_s"]]] for r in rows)  # one repeat: the median is it
+    assert printed.err.count("side_by_side:   process ") == 3  # each run's own times, as it ends
