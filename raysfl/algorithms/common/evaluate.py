@@ -107,8 +107,7 @@ def evaluate_model(
 ) -> tuple[float, float]:
     """Top-1 accuracy and mean cross-entropy of a whole ``model`` over the test set.
 
-    The loop of :func:`evaluate_split_aux` with ``model`` as the client part and nothing after it: the
-    same sums, batches and :data:`CPU_FORWARD_ROWS` chunks as every built-in method's evaluation.
+    :func:`evaluate_split` with ``model`` as the client part and nothing after it: the same sums, batches
+    and :data:`CPU_FORWARD_ROWS` chunks as every built-in method's evaluation.
     """
-    acc, loss, _ = evaluate_split_aux(model, nn.Identity(), None, test_x, test_y, batch_size, device)
-    return acc, loss
+    return evaluate_split(model, nn.Identity(), test_x, test_y, batch_size, device)
