@@ -59,6 +59,7 @@ DESCRIPTIONS = {
     "client.backward": "client backward (recomputed forward + backward)",
     "client.forward_backward": "client forward + backward (full model)",
     "client.optimizer": "client: gradient clip + optimizer step",
+    "client.merge": "client: fresh-model merge (FedASMU Eqs. 9-11: two forwards, one backward)",
     "client.carry_state": "client: a roaming client's state out of its call (least-loaded placement)",
     "server.grad": "server input-gradient passes (G_k)",
     "server.update": "server update steps (w_s)",

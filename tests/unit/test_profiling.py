@@ -42,20 +42,26 @@ def keep_threads():
 
 
 def tiny(algorithm: dict) -> dict:
-    """Synthetic data, LeNet-5, 6 clients (3 active), 2 local iterations: seconds, not minutes."""
+    """Synthetic data, LeNet-5, 6 clients (3 active), 2 local iterations: seconds, not minutes.
+
+    ``algorithm`` may carry ``train``: settings the method requires (FedASMU: plain SGD).
+    """
+    algorithm = dict(algorithm)
+    train = {"global_iterations": 1, "local_iterations": 2, "batch_size": 16, **algorithm.pop("train", {})}
     return {
         "name": "tiny-profile",
         "seed": 5,
         "data": {"dataset": "synthetic", "partition": "iid", "synthetic_train": 240, "synthetic_test": 40},
         "model": {"name": "lenet5"},
         "federation": {"num_clients": 6, "active_clients": 3},
-        "train": {"global_iterations": 1, "local_iterations": 2, "batch_size": 16},
+        "train": train,
         "algorithm": algorithm,
     }
 
 
 GAS = {"name": "gas", "params": {"q_s": 2, "q_c": 3, "covariance": "full", "generation_gate": "any-label"}}
 FEDAVG = {"name": "fedavg"}
+FEDASMU = {"name": "fedasmu", "params": {"local_epochs": 2}, "train": {"momentum": 0.0}}
 
 
 # --- the profiler itself --------------------------------------------------------------------------------
@@ -138,20 +144,24 @@ def _lanes(table: str) -> dict[str, tuple[list[float], float]]:
     return out
 
 
-def _run_script(prof_mod, capsys, tmp_path: Path, algorithm: dict, default: str) -> tuple[str, dict]:
+def _run_script(
+    prof_mod, capsys, tmp_path: Path, algorithm: dict, default: str, iterations: int = 1
+) -> tuple[str, dict]:
     toml = tmp_path / "tiny.toml"
     toml.write_text(dumps_toml(tiny(algorithm)))
     report = tmp_path / "profile.json"
-    argv = ["--scenario", str(toml), "--iterations", "1", "--peak-seconds", "0.01", "--json", str(report)]
+    argv = ["--scenario", str(toml), "--iterations", str(iterations), "--peak-seconds", "0.01"]
+    argv += ["--json", str(report)]
     assert prof_mod.main("doc", default, 1, argv) == 0
     return capsys.readouterr().out, json.loads(report.read_text())
 
 
 @pytest.mark.parametrize(
-    ("algorithm", "must"),
+    ("algorithm", "iterations", "must"),
     [
         (
             GAS,
+            1,
             {
                 "server.grad",
                 "server.update",
@@ -164,14 +174,15 @@ def _run_script(prof_mod, capsys, tmp_path: Path, algorithm: dict, default: str)
                 "eval.forward",
             },
         ),
-        (FEDAVG, {"client.forward_backward", "client.data", "server.aggregate", "eval.forward"}),
+        (FEDAVG, 1, {"client.forward_backward", "client.data", "server.aggregate", "eval.forward"}),
+        (FEDASMU, 1, {"client.forward_backward", "client.data", "client.optimizer", "eval.forward"}),
     ],
-    ids=["gas", "fedavg"],
+    ids=["gas", "fedavg", "fedasmu"],
 )
 def test_profile_script_prints_a_breakdown_whose_parts_sum_to_the_wall_time(
-    prof_mod, capsys, tmp_path, keep_threads, algorithm, must
+    prof_mod, capsys, tmp_path, keep_threads, algorithm, iterations, must
 ):
-    out, report = _run_script(prof_mod, capsys, tmp_path, algorithm, "unused.toml")
+    out, report = _run_script(prof_mod, capsys, tmp_path, algorithm, "unused.toml", iterations)
     assert "| lane | part | section | calls | total s | share % | mean ms |" in out
     lanes = _lanes(out)
     assert list(lanes) == ["process"]  # the local backend: one process

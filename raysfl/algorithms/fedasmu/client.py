@@ -32,6 +32,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from raysfl import profiling
 from raysfl.algorithms.common.fl_client import FLClient, FLClientState, Weights
 from raysfl.algorithms.common.fl_server import mix_models
 from raysfl.algorithms.common.optim import clip
@@ -209,17 +210,21 @@ class MUClient(FLClient):
         job = state.job
         for epoch in range(first, last + 1):
             for step in range(job["epoch_steps"]):
-                x, y = self.next_batch(state)
+                with profiling.section("client.data"):
+                    x, y = self.next_batch(state)
                 if (
                     step == 0
                     and state.pending is not None
                     and state.pending[0] <= job["boundaries"][epoch - 1]
                 ):
-                    state.weights = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
-                    self._merge(state, x, y)  # the model now holds the merged weights and g_m
+                    with profiling.section("client.merge"):
+                        state.weights = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+                        self._merge(state, x, y)  # the model now holds the merged weights and g_m
                 else:
-                    opt.zero_grad(set_to_none=True)
-                    F.cross_entropy(self.model(x), y).backward()
-                clip(params, self.train_cfg.clip_grad_norm)
-                opt.step()
+                    with profiling.section("client.forward_backward", len(y)):
+                        opt.zero_grad(set_to_none=True)
+                        F.cross_entropy(self.model(x), y).backward()
+                with profiling.section("client.optimizer"):
+                    clip(params, self.train_cfg.clip_grad_norm)
+                    opt.step()
                 state.meta["steps"] += 1

@@ -11,6 +11,7 @@ import torch
 from fl_helpers import KEY, wt
 from torch import nn
 
+from raysfl import profiling
 from raysfl.algorithms import ALGORITHMS
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.config import TrainConfig
@@ -242,6 +243,26 @@ def test_device_merge_by_hand():
     loss_b = -math.log(math.exp(0) / (math.exp(0) + math.exp(1)))
     assert st.meta["reward"] == pytest.approx(loss_b + math.log(p0))
     assert st.meta["beta"] == pytest.approx(beta) and st.meta["fresh_version"] == 4
+
+
+def test_local_epochs_time_their_parts_when_profiled():
+    """Under ``raysfl.profiling`` one epoch with a pending fresh model shows its merge step, its other step,
+    both minibatches and both optimizer steps (``benchmarks/profile_fl.py`` reads these sections)."""
+    client = tiny_client(FedASMUParams(local_epochs=2))
+    st = client.init_state(0, np.arange(4), np.random.SeedSequence(1))
+    st.weights = {"weight": torch.tensor([[0.0], [1.0]])}
+    st.job = {"version": 1, "lr": 0.1, "epoch_steps": 2, "boundaries": [0.0, 1.0, 2.0], "model_bytes": 8}
+    st.meta = {"fresh_version": None, "slot": 1, "steps": 0}
+    st.pending = (-math.inf, {"weights": {"weight": torch.tensor([[2.0], [0.0]])}, "version": 4, "index": 4})
+    prof = profiling.enable("device")
+    try:
+        assert client._train(st, 1, 1) is None  # epoch 1 of 2: nothing to upload yet
+    finally:
+        profiling.disable()
+    calls = {name: row[0] for name, row in prof.stats.items()}
+    assert calls == {"client.data": 2, "client.merge": 1, "client.forward_backward": 1, "client.optimizer": 2}
+    assert prof.batches["client.forward_backward"] == {1: 1}  # one pass of one sample
+    assert st.meta["fresh_version"] == 4 and st.meta["steps"] == 2
 
 
 def test_q_learning_and_slots():
