@@ -11,7 +11,7 @@ included (``benchmarks/maxpool_layout.py``, benchmarks/RESULTS.md). In one globa
 kernel and gives the result back in the input's layout. Nothing else changes, bit for bit:
 
 * **values and indices**: both kernels visit a window in the same raster order and keep an element when
-  ``val > max or isnan(val)``, so each output is the same element (the first maximum, or the first NaN),
+  ``val > max or isnan(val)``, so each output is the same element (the first maximum, or the last NaN),
   and its index (``h·W + w`` within the plane) does not depend on the layout;
 * **gradients**: the backward is ATen's NCHW backward, called with the NCHW input, the NCHW-ordered
   indices and the incoming gradient made contiguous, exactly the call autograd makes for
