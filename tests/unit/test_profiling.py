@@ -144,24 +144,20 @@ def _lanes(table: str) -> dict[str, tuple[list[float], float]]:
     return out
 
 
-def _run_script(
-    prof_mod, capsys, tmp_path: Path, algorithm: dict, default: str, iterations: int = 1
-) -> tuple[str, dict]:
+def _run_script(prof_mod, capsys, tmp_path: Path, algorithm: dict, default: str) -> tuple[str, dict]:
     toml = tmp_path / "tiny.toml"
     toml.write_text(dumps_toml(tiny(algorithm)))
     report = tmp_path / "profile.json"
-    argv = ["--scenario", str(toml), "--iterations", str(iterations), "--peak-seconds", "0.01"]
-    argv += ["--json", str(report)]
+    argv = ["--scenario", str(toml), "--iterations", "1", "--peak-seconds", "0.01", "--json", str(report)]
     assert prof_mod.main("doc", default, 1, argv) == 0
     return capsys.readouterr().out, json.loads(report.read_text())
 
 
 @pytest.mark.parametrize(
-    ("algorithm", "iterations", "must"),
+    ("algorithm", "must"),
     [
         (
             GAS,
-            1,
             {
                 "server.grad",
                 "server.update",
@@ -174,15 +170,15 @@ def _run_script(
                 "eval.forward",
             },
         ),
-        (FEDAVG, 1, {"client.forward_backward", "client.data", "server.aggregate", "eval.forward"}),
-        (FEDASMU, 1, {"client.forward_backward", "client.data", "client.optimizer", "eval.forward"}),
+        (FEDAVG, {"client.forward_backward", "client.data", "server.aggregate", "eval.forward"}),
+        (FEDASMU, {"client.forward_backward", "client.data", "client.optimizer", "eval.forward"}),
     ],
     ids=["gas", "fedavg", "fedasmu"],
 )
 def test_profile_script_prints_a_breakdown_whose_parts_sum_to_the_wall_time(
-    prof_mod, capsys, tmp_path, keep_threads, algorithm, iterations, must
+    prof_mod, capsys, tmp_path, keep_threads, algorithm, must
 ):
-    out, report = _run_script(prof_mod, capsys, tmp_path, algorithm, "unused.toml", iterations)
+    out, report = _run_script(prof_mod, capsys, tmp_path, algorithm, "unused.toml")
     assert "| lane | part | section | calls | total s | share % | mean ms |" in out
     lanes = _lanes(out)
     assert list(lanes) == ["process"]  # the local backend: one process
