@@ -41,27 +41,30 @@ def keep_threads():
     torch.set_num_threads(before)
 
 
-def tiny(algorithm: dict) -> dict:
+def tiny(method: dict) -> dict:
     """Synthetic data, LeNet-5, 6 clients (3 active), 2 local iterations: seconds, not minutes.
 
-    ``algorithm`` may carry ``train``: settings the method requires (FedASMU: plain SGD).
+    ``method``: the scenario's ``algorithm`` table and any ``train`` settings the method requires.
     """
-    algorithm = dict(algorithm)
-    train = {"global_iterations": 1, "local_iterations": 2, "batch_size": 16, **algorithm.pop("train", {})}
     return {
         "name": "tiny-profile",
         "seed": 5,
         "data": {"dataset": "synthetic", "partition": "iid", "synthetic_train": 240, "synthetic_test": 40},
         "model": {"name": "lenet5"},
         "federation": {"num_clients": 6, "active_clients": 3},
-        "train": train,
-        "algorithm": algorithm,
+        "train": {"global_iterations": 1, "local_iterations": 2, "batch_size": 16, **method.get("train", {})},
+        "algorithm": method["algorithm"],
     }
 
 
-GAS = {"name": "gas", "params": {"q_s": 2, "q_c": 3, "covariance": "full", "generation_gate": "any-label"}}
-FEDAVG = {"name": "fedavg"}
-FEDASMU = {"name": "fedasmu", "params": {"local_epochs": 2}, "train": {"momentum": 0.0}}
+GAS = {
+    "algorithm": {
+        "name": "gas",
+        "params": {"q_s": 2, "q_c": 3, "covariance": "full", "generation_gate": "any-label"},
+    }
+}
+FEDAVG = {"algorithm": {"name": "fedavg"}}
+FEDASMU = {"algorithm": {"name": "fedasmu", "params": {"local_epochs": 2}}, "train": {"momentum": 0.0}}
 
 
 # --- the profiler itself --------------------------------------------------------------------------------
@@ -144,9 +147,9 @@ def _lanes(table: str) -> dict[str, tuple[list[float], float]]:
     return out
 
 
-def _run_script(prof_mod, capsys, tmp_path: Path, algorithm: dict, default: str) -> tuple[str, dict]:
+def _run_script(prof_mod, capsys, tmp_path: Path, method: dict, default: str) -> tuple[str, dict]:
     toml = tmp_path / "tiny.toml"
-    toml.write_text(dumps_toml(tiny(algorithm)))
+    toml.write_text(dumps_toml(tiny(method)))
     report = tmp_path / "profile.json"
     argv = ["--scenario", str(toml), "--iterations", "1", "--peak-seconds", "0.01", "--json", str(report)]
     assert prof_mod.main("doc", default, 1, argv) == 0
@@ -154,7 +157,7 @@ def _run_script(prof_mod, capsys, tmp_path: Path, algorithm: dict, default: str)
 
 
 @pytest.mark.parametrize(
-    ("algorithm", "must"),
+    ("method", "must"),
     [
         (
             GAS,
@@ -176,9 +179,9 @@ def _run_script(prof_mod, capsys, tmp_path: Path, algorithm: dict, default: str)
     ids=["gas", "fedavg", "fedasmu"],
 )
 def test_profile_script_prints_a_breakdown_whose_parts_sum_to_the_wall_time(
-    prof_mod, capsys, tmp_path, keep_threads, algorithm, must
+    prof_mod, capsys, tmp_path, keep_threads, method, must
 ):
-    out, report = _run_script(prof_mod, capsys, tmp_path, algorithm, "unused.toml")
+    out, report = _run_script(prof_mod, capsys, tmp_path, method, "unused.toml")
     assert "| lane | part | section | calls | total s | share % | mean ms |" in out
     lanes = _lanes(out)
     assert list(lanes) == ["process"]  # the local backend: one process
