@@ -16,7 +16,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.minibatch_sfl.layers import client_prefix, full_stack
 from raysfl.algorithms.moon.objective import representation_and_logits
 from raysfl.config import ConfigError, option_meta
@@ -47,14 +46,10 @@ def by_hand(model: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
     return F.linear(h.to(BF16), linear.weight.to(BF16), linear.bias.to(BF16)).float()
 
 
-def setup_for(name: str, precision: str) -> RunSetup:
-    return zoo_setup(name, precision=precision)
-
-
 def test_the_option_names_its_choices():
     with pytest.raises(ConfigError, match=r"engine\.precision.*float32.*bfloat16"):
         scenario_from_dict({"engine": {"precision": "float16"}})
-    model = build_model(setup_for("lenet5", "float32"))
+    model = build_model(zoo_setup("lenet5", precision="float32"))
     with pytest.raises(ValueError, match=r"precision must be one of \['bfloat16', 'float32'\]"):
         model.use_precision("fp16")
 
@@ -93,7 +88,7 @@ def test_parameters_gradients_and_names_stay_float32_and_the_same():
 
 def test_slices_rebuilt_stacks_and_layer_loops_compute_as_the_model_does():
     """MiniBatch-SFL slices and rebuilds the layer stack; MOON loops over the layers: all take bfloat16."""
-    model = build_model(setup_for("alexnet", "bfloat16"))
+    model = build_model(zoo_setup("alexnet", precision="bfloat16"))
     x = torch.randn(2, *MODELS["alexnet"].inputs[0], generator=torch.Generator().manual_seed(2))
     logits = model.server(model.client(x))
     stack = full_stack(model)
@@ -176,8 +171,8 @@ def test_it_is_torch_autocast_where_every_op_between_layers_is_exact_in_bfloat16
     torch.autocast around the whole model, bit for bit. (Elsewhere, e.g. AlexNet's overlapping pool5,
     whose backward adds gradients, or BatchNorm, the option computes those ops in float32.)"""
     x, y = zoo_batch(name)
-    ours = train_step(build_model(setup_for(name, "bfloat16")), x, y)
-    torchs = train_step(build_model(setup_for(name, "float32")), x, y, autocast=True)
+    ours = train_step(build_model(zoo_setup(name, precision="bfloat16")), x, y)
+    torchs = train_step(build_model(zoo_setup(name, precision="float32")), x, y, autocast=True)
     assert all(torch.equal(a, b) for a, b in zip(ours, torchs, strict=True))
 
 
@@ -189,8 +184,8 @@ def test_every_zoo_model_trains_in_bfloat16_close_to_float32(name):
     layers, up to 36 % for VGG-19's first; plain torch.autocast shows the same growth), so each is only
     held within half its norm, and float32."""
     x, y = zoo_batch(name)
-    ref = train_step(build_model(setup_for(name, "float32")), x, y)
-    low = train_step(build_model(setup_for(name, "bfloat16")), x, y)
+    ref = train_step(build_model(zoo_setup(name, precision="float32")), x, y)
+    low = train_step(build_model(zoo_setup(name, precision="bfloat16")), x, y)
     (a_ref, l_ref, *g_ref), (a_low, l_low, *g_low) = ref, low
     assert not torch.equal(a_low, a_ref)
     assert float((a_low - a_ref).norm()) <= 0.01 * float(a_ref.norm())
