@@ -36,6 +36,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from raysfl import profiling
 from raysfl.engine.hosts import build_model
 from raysfl.engine.runner import prepare, run
+from raysfl.models.precision import PRECISIONS
 from raysfl.scenario import Scenario, load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -306,13 +307,13 @@ def measure_peaks(threads: Iterable[int], seconds: float, precision: str = "floa
     ``engine.precision`` (``"bfloat16"``: float32 operands under bfloat16 autocast, as the run's layers)."""
     out: dict[str, float] = {}
     before = torch.get_num_threads()
-    low = precision == "bfloat16"
+    low = PRECISIONS[precision]  # the autocast dtype, None for float32
     try:
         for t in sorted(set(threads)):
             torch.set_num_threads(t)
             a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
             x, w = torch.randn(32, 64, 28, 28), torch.randn(128, 64, 3, 3)
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=low):
+            with torch.autocast("cpu", dtype=low or torch.bfloat16, enabled=low is not None):
                 out[f"matmul 1024² {precision}, {t} thread(s)"] = _rate(
                     partial(torch.matmul, a, b), 2 * 1024**3, seconds
                 )
