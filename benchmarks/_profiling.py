@@ -313,7 +313,7 @@ def measure_peaks(threads: Iterable[int], seconds: float, precision: str = "floa
             torch.set_num_threads(t)
             a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
             x, w = torch.randn(32, 64, 28, 28), torch.randn(128, 64, 3, 3)
-            with torch.autocast("cpu", dtype=low or torch.bfloat16, enabled=low is not None):
+            with torch.autocast("cpu", dtype=low, enabled=low is not None):
                 out[f"matmul 1024² {precision}, {t} thread(s)"] = _rate(
                     partial(torch.matmul, a, b), 2 * 1024**3, seconds
                 )

@@ -230,12 +230,22 @@ def test_a_profiled_run_computes_the_pinned_numbers(tmp_path, keep_threads):
     assert pinned.mismatch(got, pinned._pins()["gas"], exact=False) is None
 
 
-def test_the_peaks_are_measured_in_the_runs_precision(prof_mod, keep_threads):
+def test_the_peaks_are_measured_in_the_runs_precision(prof_mod, keep_threads, monkeypatch):
     """A bfloat16 run's passes are set against bfloat16 peaks (autocast, as its layers compute)."""
-    for precision in ("float32", "bfloat16"):
+    timed = prof_mod._rate
+    dtypes: list[torch.dtype] = []
+
+    def rate_recording_dtype(fn, flops, seconds):
+        dtypes.append(fn().dtype)
+        return timed(fn, flops, seconds)
+
+    monkeypatch.setattr(prof_mod, "_rate", rate_recording_dtype)
+    for precision, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
+        dtypes.clear()
         peaks = prof_mod.measure_peaks([1], 0.01, precision)
         assert sorted(peaks) == [
             f"conv 3×3 64→128, 32×28×28, {precision}, 1 thread(s)",
             f"matmul 1024² {precision}, 1 thread(s)",
         ]
         assert all(rate > 0 for rate in peaks.values())
+        assert dtypes == [dtype, dtype]  # the matmul and the convolution compute in the run's precision
