@@ -231,13 +231,8 @@ def _first_line(err: Exception) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
-def validate_model_config(cfg: ModelConfig, in_channels: int, image_size: int, num_classes: int) -> list[str]:
-    """Problems with ``cfg`` for inputs of shape ``(in_channels, image_size, image_size)``; [] when it fits.
-
-    Each problem names its field, e.g. ``"model.split: 'L7' is not a split of alexnet; choose one of 'L1',
-    'L2', 'L3', 'L4'"``. When names are valid, the model is built on the ``meta`` device (no memory, no
-    random numbers drawn) to check that every layer accepts the input size.
-    """
+def _field_problems(cfg: ModelConfig, in_channels: int, image_size: int, num_classes: int) -> list[str]:
+    """Problems found from names and sizes alone, without building anything."""
     if cfg.name not in MODELS:
         return [f"model.name: {cfg.name!r} is not a zoo model; choose one of {_choices(MODELS)}"]
     entry = MODELS[cfg.name]
@@ -261,23 +256,57 @@ def validate_model_config(cfg: ModelConfig, in_channels: int, image_size: int, n
             problems.append(
                 f"model.name: {entry.name} needs at least 1 for the dataset's {what}, got {value}"
             )
+    return problems
+
+
+def _build_parts(
+    cfg: ModelConfig, in_channels: int, image_size: int, num_classes: int
+) -> tuple[torch.nn.Sequential, torch.nn.Sequential, tuple[int, ...], torch.nn.Module | None]:
+    """``(client, server, activation_shape, aux)`` on the current default device, in a fixed build order.
+
+    The layer stack is built first, then cut, then the auxiliary head: the order in which parameters draw
+    from the random stream. ``cfg`` must have passed :func:`_field_problems`.
+
+    Raises:
+        ConfigError: with one problem naming its field when an option or a layer does not fit the input.
+    """
+    entry = MODELS[cfg.name]
+    try:
+        stack = entry.builder(cfg, in_channels, image_size, num_classes)
+    except ValueError as err:  # a model option that does not fit; the message starts with the option
+        raise ConfigError([f"model.{_first_line(err)}"]) from None
+    except RuntimeError as err:  # a layer that cannot take the feature map it receives
+        shape = f"{in_channels}×{image_size}×{image_size}"
+        why = _first_line(err)
+        raise ConfigError(
+            [f"model.name: {entry.name} cannot take {shape} inputs ({entry.input_rule}): {why}"]
+        ) from None
+    client, server, activation_shape = stack.split(cfg.split or entry.default_split)
+    aux = None
+    if cfg.aux:
+        try:
+            aux = AUX_HEADS[cfg.aux](activation_shape, num_classes)
+        except ValueError as err:
+            raise ConfigError([f"model.aux: {_first_line(err)}"]) from None
+    return client, server, activation_shape, aux
+
+
+def validate_model_config(cfg: ModelConfig, in_channels: int, image_size: int, num_classes: int) -> list[str]:
+    """Problems with ``cfg`` for inputs of shape ``(in_channels, image_size, image_size)``; [] when it fits.
+
+    Each problem names its field, e.g. ``"model.split: 'L7' is not a split of alexnet; choose one of 'L1',
+    'L2', 'L3', 'L4'"``. When names are valid, the model is built on the ``meta`` device (no memory, no
+    random numbers drawn) to check that every layer accepts the input size. :func:`build_split_model`
+    makes the same checks while it builds, so it does not call this.
+    """
+    problems = _field_problems(cfg, in_channels, image_size, num_classes)
     if problems:
         return problems
-    shape = f"{in_channels}×{image_size}×{image_size}"
     with torch.device("meta"):
         try:
-            stack = entry.builder(cfg, in_channels, image_size, num_classes)
-        except ValueError as err:  # a model option that does not fit; the message starts with the option
-            return [f"model.{_first_line(err)}"]
-        except RuntimeError as err:  # a layer that cannot take the feature map it receives
-            why = _first_line(err)
-            return [f"model.name: {entry.name} cannot take {shape} inputs ({entry.input_rule}): {why}"]
-        if cfg.aux:
-            _, _, activation_shape = stack.split(cfg.split or entry.default_split)
-            try:
-                AUX_HEADS[cfg.aux](activation_shape, num_classes)
-            except ValueError as err:
-                return [f"model.aux: {_first_line(err)}"]
+            _build_parts(cfg, in_channels, image_size, num_classes)
+        except ConfigError as err:
+            return err.problems
     return []
 
 
@@ -292,10 +321,14 @@ def build_split_model(
     the meta device instead (shapes only, for :func:`raysfl.models.flops.profile_split_model`). The full model
     does not depend on the split (the whole stack is always built, in the same order).
 
+    The checks of :func:`validate_model_config` are made on the real build, not on a separate meta-device
+    build first: a process's first operations on the meta device import ``torch._dynamo`` and cost about
+    0.9 s, which every actor would otherwise pay once (``benchmarks/RESULTS.md``).
+
     Raises:
-        ConfigError: listing every problem found by :func:`validate_model_config`.
+        ConfigError: listing the problems :func:`validate_model_config` reports.
     """
-    problems = validate_model_config(cfg, in_channels, image_size, num_classes)
+    problems = _field_problems(cfg, in_channels, image_size, num_classes)
     if problems:
         raise ConfigError(problems)
     entry = MODELS[cfg.name]
@@ -303,9 +336,7 @@ def build_split_model(
     device = "meta" if torch.empty(0).is_meta else "cpu"  # CPU init: only the CPU generator is forked
     with torch.random.fork_rng(devices=[]), torch.device(device):
         torch.manual_seed(seed)
-        stack = entry.builder(cfg, in_channels, image_size, num_classes)
-        client, server, activation_shape = stack.split(split)
-        aux = AUX_HEADS[cfg.aux](activation_shape, num_classes) if cfg.aux else None
+        client, server, activation_shape, aux = _build_parts(cfg, in_channels, image_size, num_classes)
     return SplitModel(
         client=client,
         server=server,

@@ -1,6 +1,8 @@
 """The zoo registry, config validation, determinism and exactness of the split."""
 
 import doctest
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -117,6 +119,46 @@ def test_validation_rejects_inputs_a_model_cannot_take():
     assert validate_model_config(ModelConfig(name="lenet5"), 3, 32, 0) == [
         "model.name: lenet5 needs at least 1 for the dataset's classes, got 0"
     ]
+
+
+def test_build_reports_what_validation_reports():
+    # build_split_model checks while building on the CPU, validation on the meta device: the same problems,
+    # word for word, for every model and input size (3 channels: every zoo model takes any channel count).
+    configs = [ModelConfig(name=name) for name in MODEL_NAMES]
+    configs += [
+        ModelConfig(name="vit_small", vit_patch_size=5),
+        ModelConfig(name="cse_fsl_cifar10", aux="cnn_mlp_14"),
+    ]
+    rejected = set()
+    for cfg in configs:
+        for size in (1, 2, 3, 5, 7, 9, 13, 17, 31):
+            expected = validate_model_config(cfg, 3, size, 10)
+            if expected:
+                rejected.add(cfg.name)
+                with pytest.raises(ConfigError) as err:
+                    build_split_model(cfg, 3, size, 10, seed=0)
+                assert err.value.problems == expected
+            else:
+                build_split_model(cfg, 3, size, 10, seed=0)
+    assert {"alexnet", "vgg16_bn", "vit_small"} <= rejected  # layers that cannot take small inputs
+
+
+def test_build_does_not_touch_the_meta_device():
+    # A process's first meta-device operations import torch._dynamo (about 0.9 s); actors only build.
+    script = (
+        "import sys, torch\n"
+        "before = 'torch._dynamo' in sys.modules\n"
+        "from raysfl.models import ModelConfig, build_split_model\n"
+        "build_split_model(ModelConfig(name='alexnet', aux='mlp'), 3, 32, 10, seed=0)\n"
+        "print(before, 'torch._dynamo' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    before, after = out.stdout.split()
+    if before == "True":
+        pytest.skip("this torch imports torch._dynamo on import")
+    assert after == "False"
 
 
 def test_cnn_mlp_head_needs_a_feature_map():
