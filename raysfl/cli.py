@@ -441,7 +441,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path(args.runs[0]) / "report"
     command = "raysfl report " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["report"] else ""
     try:
-        report = write_report(args.runs, out, target=args.target, x=args.x, command=command, last=args.last)
+        paired = args.paired or ()
+        report = write_report(
+            args.runs, out, target=args.target, x=args.x, command=command, last=args.last, paired=paired
+        )
     except (FileNotFoundError, ValueError) as err:
         raise UsageError(f"report: {err}") from None
     for path, reason in report.skipped:
@@ -562,6 +565,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         metavar="K",
         help="add a column: each run's mean accuracy over its last K evaluations, mean ± std over seeds",
+    )
+    p.add_argument(
+        "--paired",
+        action="append",
+        metavar="METHOD",
+        help="add every method's per-seed differences to METHOD (a label of the method column); repeatable",
     )
     p.set_defaults(func=cmd_report)
 

@@ -14,9 +14,10 @@ One row per group of runs that differ only in their seed (:mod:`raysfl.report.ru
     wall s            mean ± std of the runs' wall-clock time
 
 and, per setting, a per-seed table (one cell per method and seed: the run's last-K or final accuracy and
-its x at the target, so a claim "in every seed" can be read off) and PNG figures of accuracy against
-emulated time, global iteration and MiB transferred (and wall time when ``--x wall``), embedded in
-``report.md``.
+its x at the target, so a claim "in every seed" can be read off), with ``--paired METHOD`` (repeatable)
+the other methods' per-seed differences to METHOD (:mod:`raysfl.report.paired`), and PNG figures of
+accuracy against emulated time, global iteration and MiB transferred (and wall time when ``--x wall``),
+embedded in ``report.md``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from raysfl.report.figures import AXIS_TITLES, accuracy_figure, save
+from raysfl.report.paired import paired_table, resolve_method
 from raysfl.report.runs import (
     Group,
     Run,
@@ -37,6 +39,7 @@ from raysfl.report.runs import (
     group_runs,
     label,
     mean_std,
+    tail_mean,
 )
 
 REPORT_FILE = "report.md"
@@ -97,17 +100,6 @@ def group_stats(group: Group, target: float | None, x: str = "emulated", last: i
     )
 
 
-def tail_mean(accuracies: Sequence[float], last: int) -> float | None:
-    """Mean of the last ``last`` accuracies of one run (all of them when it has fewer; None when none).
-
-    Example:
-        >>> tail_mean([0.1, 0.4, 0.5, 0.6], 2)
-        0.55
-    """
-    tail = list(accuracies)[-last:]
-    return float(sum(tail)) / len(tail) if tail else None
-
-
 def seed_cell(run: Run, target: float | None, x: str, last: int) -> str:
     """One run's cell of the per-seed table: accuracy % (last-K mean, else final) and its x at the target.
 
@@ -166,14 +158,18 @@ def write_report(
     x: str = "emulated",
     command: str = "",
     last: int = 0,
+    paired: Sequence[str] = (),
 ) -> Report:
     """Group the finished runs under ``paths``; write ``out_dir/report.md`` and its figures.
 
     ``last`` > 0 adds a column with the mean accuracy over each run's last ``last`` evaluations.
+    ``paired`` names methods (labels of the report's method column): each setting then gets the other
+    methods' per-seed differences to each of them (:mod:`raysfl.report.paired`).
 
     Raises:
         FileNotFoundError: a path that does not exist.
-        ValueError: no finished run was found (the message lists what was skipped and why).
+        ValueError: no finished run was found (the message lists what was skipped and why), or
+            a ``paired`` name is not one of the methods' labels (the message lists them).
     """
     if x not in UNITS:
         raise ValueError(f"--x: {x!r} is not an axis; choose one of {', '.join(UNITS)}")
@@ -191,6 +187,7 @@ def write_report(
     non_method = [k for k in varying if not k.startswith("algorithm.")]
     setting_keys, bound_keys = split_varying_keys(groups, non_method)
     method_names = method_labels(groups, bound_keys)
+    baselines = [resolve_method(name, list(method_names.values())) for name in paired]
     settings: dict[str, list[Group]] = {}
     for g in groups:
         settings.setdefault(label(g.setting, setting_keys) or "all runs", []).append(g)
@@ -230,6 +227,8 @@ def write_report(
         lines += ["", f"## {setting_label}", ""]
         names = [method_names[id(g)] for g in members]
         lines += per_seed_table(members, names, target, x, last) + [""]
+        for name in baselines:
+            lines += paired_table(members, names, name, last)
         for axis in axes:
             fig = accuracy_figure(members, names, axis, f"{setting_label}: accuracy vs {AXIS_TITLES[axis]}")
             path = save(

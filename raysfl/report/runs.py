@@ -232,8 +232,8 @@ def mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
     """Mean and sample standard deviation (ddof = 1; ``None`` for fewer than two values).
 
     Example:
-        >>> mean_std([0.5, 0.7])
-        (0.6, 0.1414213562373095)
+        >>> mean_std([1.0, 3.0])
+        (2.0, 1.4142135623730951)
     """
     vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
     if not vals:
@@ -243,6 +243,17 @@ def mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
         return mean, None
     var = sum((v - mean) ** 2 for v in vals) / (len(vals) - 1)
     return mean, math.sqrt(var)
+
+
+def tail_mean(accuracies: Sequence[float], last: int) -> float | None:
+    """Mean of the last ``last`` accuracies of one run (all of them when it has fewer; None when none).
+
+    Example:
+        >>> tail_mean([0.1, 0.4, 0.5, 0.6], 2)
+        0.55
+    """
+    tail = list(accuracies)[-last:]
+    return float(sum(tail)) / len(tail) if tail else None
 
 
 def first_reaching(xs: np.ndarray, ys: np.ndarray, target: float) -> float | None:

@@ -1,5 +1,6 @@
 """`raysfl report`: grouping by everything but the seed, mean ± std and time to target by hand, figures."""
 
+import doctest
 import json
 import math
 from pathlib import Path
@@ -9,6 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import raysfl.report.paired
+import raysfl.report.runs
 from raysfl.cli import main
 from raysfl.config import dumps_toml
 from raysfl.report.figures import accuracy_figure
@@ -284,3 +287,73 @@ def test_sweep_trials_record_their_link_labels(tmp_path):
         ("seed2_mc", {"method": "mc"}),
         ("seed2_avg", {"method": "avg"}),
     ]
+
+
+def test_paired_differences_equal_a_hand_computation(runs):
+    from raysfl.report.paired import paired_difference
+
+    groups = {g.runs[0].path.name: g for g in group_runs(find_runs([runs])[0])}
+    gas, fedavg = groups["gas_s1"], groups["fedavg_s1"]
+    # fedavg ran seeds 1 and 2 only: gas − fedavg finals 0.70 − 0.62 and 0.80 − 0.50, in points
+    diff = paired_difference(gas, fedavg)
+    assert diff.seeds == (1, 2)
+    assert diff.differences == (pytest.approx(8.0), pytest.approx(30.0))
+    assert diff.mean == pytest.approx(19.0)
+    assert diff.std == pytest.approx(math.sqrt((11.0**2 + 11.0**2) / 1))
+    assert diff.standard_error == pytest.approx(diff.std / math.sqrt(2))
+    assert (diff.ahead, diff.behind) == (2, 0)
+    # last 2 evaluations: gas (0.5+0.7)/2, (0.65+0.8)/2 against fedavg (0.4+0.62)/2, (0.35+0.5)/2
+    tail = paired_difference(fedavg, gas, last=2)
+    assert tail.differences == (pytest.approx(51.0 - 60.0), pytest.approx(42.5 - 72.5))
+    assert (tail.ahead, tail.behind) == (0, 2)
+    # one common seed: a mean, no spread
+    one = paired_difference(groups["gas_iid"], fedavg)
+    assert one.seeds == (1,) and one.mean == pytest.approx(90.0 - 62.0) and one.standard_error is None
+
+
+def test_report_pairs_every_method_with_the_named_baseline_per_setting(runs, tmp_path):
+    out = tmp_path / "rep"
+    argv = ["report", str(runs), "--out", str(out), "--last", "2", "--paired", "fedavg"]
+    assert main(argv) == 0
+    text = (out / "report.md").read_text()
+    assert "Paired with `fedavg`, final accuracy (points, method − fedavg, on the seeds both ran):" in text
+    assert "| gas | +8.00 | +30.00 | +19.00 ± 15.56 (11.00) | 2 / 0 |" in text
+    assert "Paired with `fedavg`, last-2 mean accuracy" in text
+    assert "| gas | +9.00 | +30.00 | +19.50 ± 14.85 (10.50) | 2 / 0 |" in text
+    # the iid setting has no fedavg runs, so nothing is paired across settings
+    iid = text.split("## data.partition=iid", 1)[1]
+    assert "No `fedavg` runs in this setting: nothing to pair with." in iid
+
+
+def test_paired_names_resolve_to_one_label_or_fail_naming_the_flag(runs, tmp_path, capsys):
+    from raysfl.report.paired import resolve_method
+
+    labels = ["fsl_mc (model.aux=)", "cse_fsl (h=5)", "cse_fsl (h=25)"]
+    assert resolve_method("fsl_mc", labels) == "fsl_mc (model.aux=)"
+    assert resolve_method("cse_fsl (h=5)", labels) == "cse_fsl (h=5)"
+    with pytest.raises(
+        ValueError, match=r"--paired: 'cse_fsl' names several methods; choose one of 'cse_fsl \(h=5\)'"
+    ):
+        resolve_method("cse_fsl", labels)
+    assert main(["report", str(runs), "--out", str(tmp_path / "rep"), "--paired", "fedbuff"]) == 2
+    assert "--paired: 'fedbuff' is not a method of these runs; choose one of 'fedavg', 'gas'" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_tie_counts_neither_ahead_nor_behind(tmp_path):
+    from raysfl.report.paired import paired_table
+
+    root = tmp_path / "runs"
+    for seed, (a, b) in enumerate([(0.5, 0.5), (0.6, 0.4)], start=1):
+        make_run(root, f"gas_{seed}", _scenario("gas", seed), [(0, 0.0, 0.1), (1, 1.0, a)])
+        make_run(root, f"fedavg_{seed}", _scenario("fedavg", seed), [(0, 0.0, 0.1), (1, 1.0, b)])
+    groups = group_runs(find_runs([root])[0])
+    lines = paired_table(groups, [g.method["name"] for g in groups], "fedavg")
+    assert "| gas | 0.00 | +20.00 | +10.00 ± 14.14 (10.00) | 1 / 0 |" in lines
+
+
+@pytest.mark.parametrize("module", [raysfl.report.runs, raysfl.report.paired])
+def test_docstring_examples_hold(module):
+    result = doctest.testmod(module)
+    assert result.failed == 0 and result.attempted > 0

@@ -1,0 +1,137 @@
+"""Paired differences to a baseline method, seed by seed: the view a claim "X lowers accuracy" is judged by.
+
+Runs of one setting that share a seed share its data partition, devices and initial model, so the
+difference of two methods *within* a seed is free of the seed-to-seed spread that the mean ± std columns
+carry. For each method of a setting and the ``--paired`` baseline of that setting, on the seeds both ran:
+
+    per seed          (method − baseline) × 100, in accuracy points: final evaluation, and with
+                      ``--last K`` the mean over each run's last K evaluations (:func:`tail_mean`)
+    mean ± std (SE)   over those seeds; SE = std / √n, the standard error of the mean difference
+    ahead / behind    how many seeds have the method above / below the baseline (ties count in neither)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from raysfl.report.runs import Group, Run, mean_std, tail_mean
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """One method against the baseline on their common seeds; differences in accuracy points."""
+
+    seeds: tuple[int, ...]
+    differences: tuple[float, ...]  # per seed, in the order of ``seeds``
+    mean: float | None
+    std: float | None
+
+    @property
+    def standard_error(self) -> float | None:
+        """The standard error of the mean difference, std / √n (``None`` with fewer than two seeds)."""
+        return None if self.std is None else self.std / math.sqrt(len(self.differences))
+
+    @property
+    def ahead(self) -> int:
+        """Seeds where the method is above the baseline."""
+        return sum(d > 0 for d in self.differences)
+
+    @property
+    def behind(self) -> int:
+        """Seeds where the method is below the baseline."""
+        return sum(d < 0 for d in self.differences)
+
+
+def run_accuracy(run: Run, last: int) -> float | None:
+    """The run's accuracy used for pairing: its last-``last`` mean when ``last`` > 0, else its final."""
+    if last > 0:
+        return tail_mean(run.curve("iteration")[1], last)
+    final = run.summary.get("final_accuracy")
+    return None if final is None else float(final)
+
+
+def paired_difference(method: Group, baseline: Group, last: int = 0) -> PairedDifference:
+    """``method`` − ``baseline`` in accuracy points, seed by seed, on the seeds both groups ran.
+
+    Example: seeds 1, 2 with finals 0.62 / 0.50 against 0.60 / 0.55 give differences +2.0 and −5.0
+    points, mean −1.5, one seed ahead and one behind.
+    """
+    base = {r.seed: run_accuracy(r, last) for r in baseline.runs}
+    pairs = []
+    for run in sorted(method.runs, key=lambda r: r.seed):
+        mine, theirs = run_accuracy(run, last), base.get(run.seed)
+        if mine is not None and theirs is not None:
+            pairs.append((run.seed, 100.0 * (mine - theirs)))
+    mean, std = mean_std([d for _, d in pairs])
+    return PairedDifference(
+        seeds=tuple(s for s, _ in pairs), differences=tuple(d for _, d in pairs), mean=mean, std=std
+    )
+
+
+def resolve_method(name: str, labels: Sequence[str]) -> str:
+    """The method label ``name`` stands for: itself, or the one label that reads ``name (...)``.
+
+    A report labels variants by what tells them apart (``fsl_mc (model.aux=)``); the bare name is enough
+    when it picks one label.
+
+    Example:
+        >>> resolve_method("fsl_mc", ["cse_fsl_h5 (model.aux=mlp)", "fsl_mc (model.aux=)"])
+        'fsl_mc (model.aux=)'
+
+    Raises:
+        ValueError: naming ``--paired`` and listing the labels, when ``name`` picks none or several.
+    """
+    if name in labels:
+        return name
+    matches = [lab for lab in dict.fromkeys(labels) if lab.split(" (", 1)[0] == name]
+    if len(matches) == 1:
+        return matches[0]
+    choices = ", ".join(repr(lab) for lab in (matches or dict.fromkeys(labels)))
+    why = "names several methods" if matches else "is not a method of these runs"
+    raise ValueError(f"--paired: {name!r} {why}; choose one of {choices}")
+
+
+def _signed(value: float) -> str:
+    return "0.00" if value == 0 else f"{value:+.2f}"
+
+
+def _summary(diff: PairedDifference) -> str:
+    if diff.mean is None:
+        return "-"
+    text = _signed(diff.mean)
+    if diff.std is not None:
+        text += f" ± {diff.std:.2f} ({diff.standard_error:.2f})"
+    return text
+
+
+def paired_table(members: Sequence[Group], names: Sequence[str], baseline: str, last: int = 0) -> list[str]:
+    """Markdown lines of one setting's paired tables against the method labelled ``baseline``.
+
+    One table for the final evaluation and, with ``last`` > 0, one for the last-``last`` mean. A setting
+    without the baseline gets one line saying so.
+    """
+    by_name = dict(zip(names, members, strict=True))
+    if baseline not in by_name:
+        return [f"No `{baseline}` runs in this setting: nothing to pair with."]
+    base = by_name[baseline]
+    others = [(n, g) for n, g in zip(names, members, strict=True) if n != baseline]
+    seeds = sorted({r.seed for r in base.runs})
+    lines: list[str] = []
+    views = [(0, "final accuracy")] + ([(last, f"last-{last} mean accuracy")] if last > 0 else [])
+    for k, what in views:
+        lines += [
+            f"Paired with `{baseline}`, {what} (points, method − {baseline}, on the seeds both ran):",
+            "",
+            "| method | " + " | ".join(f"seed {s}" for s in seeds) + " | mean ± std (SE) | ahead / behind |",
+            "|---|" + "---|" * (len(seeds) + 2),
+        ]
+        for name, group in others:
+            diff = paired_difference(group, base, k)
+            cells = dict(zip(diff.seeds, diff.differences, strict=True))
+            row = [name] + [_signed(cells[s]) if s in cells else "" for s in seeds]
+            row += [_summary(diff), f"{diff.ahead} / {diff.behind}"]
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+    return lines
