@@ -443,7 +443,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     try:
         paired = args.paired or ()
         report = write_report(
-            args.runs, out, target=args.target, x=args.x, command=command, last=args.last, paired=paired
+            args.runs,
+            out,
+            target=args.target,
+            x=args.x,
+            command=command,
+            last=args.last,
+            paired=paired,
+            metric=args.metric,
         )
     except (FileNotFoundError, ValueError) as err:
         raise UsageError(f"report: {err}") from None
@@ -571,6 +578,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="METHOD",
         help="add every method's per-seed differences to METHOD (a label of the method column); repeatable",
+    )
+    p.add_argument(
+        "--metric",
+        default="accuracy",
+        metavar="COLUMN",
+        help="the evaluation column to report: accuracy (default) or another *accuracy column (aux_accuracy)",
     )
     p.set_defaults(func=cmd_report)
 

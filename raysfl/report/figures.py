@@ -22,8 +22,10 @@ FIGSIZE = (7.0, 4.5)
 DPI = 100
 
 
-def accuracy_figure(groups: Sequence[Group], labels: Sequence[str], x: str, title: str):  # noqa: ANN201
-    """A matplotlib ``Figure``: accuracy (%) against ``x``, one mean line and one min–max band per group."""
+def accuracy_figure(  # noqa: ANN201
+    groups: Sequence[Group], labels: Sequence[str], x: str, title: str, metric: str = "accuracy"
+):
+    """A matplotlib ``Figure``: ``metric`` (%) against ``x``, one mean line and one min–max band per group."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -32,14 +34,14 @@ def accuracy_figure(groups: Sequence[Group], labels: Sequence[str], x: str, titl
     fig = Figure(figsize=FIGSIZE, dpi=DPI)
     ax = fig.add_subplot()
     for group, name in zip(groups, labels, strict=True):
-        grid, mean, low, high = mean_curve([run.curve(x) for run in group.runs])
+        grid, mean, low, high = mean_curve([run.curve(x, metric) for run in group.runs])
         if not len(grid):
             continue
         n = len(group.runs)
         (line,) = ax.plot(grid, 100 * mean, label=f"{name} (n={n})", linewidth=1.8)
         ax.fill_between(grid, 100 * low, 100 * high, color=line.get_color(), alpha=0.18, linewidth=0)
     ax.set_xlabel(AXIS_TITLES[x])
-    ax.set_ylabel("test accuracy (%)")
+    ax.set_ylabel("test accuracy (%)" if metric == "accuracy" else f"test {metric} (%)")
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     if ax.get_lines():

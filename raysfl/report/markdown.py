@@ -32,6 +32,7 @@ from raysfl.report.paired import paired_table, resolve_method
 from raysfl.report.runs import (
     Group,
     Run,
+    accuracy_columns,
     canonical,
     differing_fields,
     find_runs,
@@ -71,19 +72,22 @@ class Report:
     skipped: list[tuple[Path, str]]
 
 
-def group_stats(group: Group, target: float | None, x: str = "emulated", last: int = 0) -> GroupStats:
+def group_stats(
+    group: Group, target: float | None, x: str = "emulated", last: int = 0, metric: str = "accuracy"
+) -> GroupStats:
     """Mean ± std over the group's seeds (module docstring); ``target`` is an accuracy in [0, 1].
 
-    ``last`` > 0 adds the mean over each run's last ``last`` evaluations (:func:`tail_mean`).
+    ``last`` > 0 adds the mean over each run's last ``last`` evaluations (:func:`tail_mean`). ``metric``
+    is the evaluation column the accuracy columns read (``accuracy``, or e.g. ``aux_accuracy``).
     """
     runs = group.runs
-    finals = [r.summary.get("final_accuracy") for r in runs]
-    bests = [r.summary.get("best_accuracy") for r in runs]
-    tails = [tail_mean(r.curve(x)[1], last) for r in runs] if last > 0 else []
+    finals = [r.final(metric) for r in runs]
+    bests = [r.best(metric) for r in runs]
+    tails = [tail_mean(r.curve(x, metric)[1], last) for r in runs] if last > 0 else []
     hits: list[float] = []
     if target is not None:
         for r in runs:
-            hit = first_reaching(*r.curve(x), target)
+            hit = first_reaching(*r.curve(x, metric), target)
             if hit is not None:
                 hits.append(hit)
     n = len(runs)
@@ -100,13 +104,13 @@ def group_stats(group: Group, target: float | None, x: str = "emulated", last: i
     )
 
 
-def seed_cell(run: Run, target: float | None, x: str, last: int) -> str:
+def seed_cell(run: Run, target: float | None, x: str, last: int, metric: str = "accuracy") -> str:
     """One run's cell of the per-seed table: accuracy % (last-K mean, else final) and its x at the target.
 
     Example: ``"72.19 / 681"``; "—" for a target the run never reached; the accuracy alone without a target.
     """
-    xs, accs = run.curve(x)
-    acc = tail_mean(accs, last) if last > 0 else run.summary.get("final_accuracy")
+    xs, accs = run.curve(x, metric)
+    acc = tail_mean(accs, last) if last > 0 else run.final(metric)
     text = "-" if acc is None else f"{100 * float(acc):.2f}"
     if target is None:
         return text
@@ -115,19 +119,30 @@ def seed_cell(run: Run, target: float | None, x: str, last: int) -> str:
 
 
 def per_seed_table(
-    members: Sequence[Group], names: Sequence[str], target: float | None, x: str, last: int
+    members: Sequence[Group],
+    names: Sequence[str],
+    target: float | None,
+    x: str,
+    last: int,
+    metric: str = "accuracy",
 ) -> list[str]:
     """Markdown rows of one setting's per-seed table (:func:`seed_cell`), seeds as columns in order."""
     seeds = sorted({r.seed for g in members for r in g.runs})
-    what = f"last-{last} acc %" if last > 0 else "final acc %"
+    short = metric_label(metric)
+    what = f"last-{last} {short} %" if last > 0 else f"final {short} %"
     if target is not None:
         what += f" / {UNITS[x]} to {100 * target:.0f} %"
     lines = [f"Per seed ({what}):", "", "| method | " + " | ".join(f"seed {s}" for s in seeds) + " |"]
     lines.append("|---|" + "---|" * len(seeds))
     for g, name in zip(members, names, strict=True):
-        by_seed = {r.seed: seed_cell(r, target, x, last) for r in g.runs}
+        by_seed = {r.seed: seed_cell(r, target, x, last, metric) for r in g.runs}
         lines.append(f"| {name} | " + " | ".join(by_seed.get(s, "") for s in seeds) + " |")
     return lines
+
+
+def metric_label(metric: str) -> str:
+    """The short name of an evaluation column in headers: ``acc`` for accuracy, else the column name."""
+    return "acc" if metric == "accuracy" else metric
 
 
 def _pm(stat: tuple[float | None, float | None], scale: float = 1.0, digits: int = 2) -> str:
@@ -159,17 +174,22 @@ def write_report(
     command: str = "",
     last: int = 0,
     paired: Sequence[str] = (),
+    metric: str = "accuracy",
 ) -> Report:
     """Group the finished runs under ``paths``; write ``out_dir/report.md`` and its figures.
 
     ``last`` > 0 adds a column with the mean accuracy over each run's last ``last`` evaluations.
     ``paired`` names methods (labels of the report's method column): each setting then gets the other
-    methods' per-seed differences to each of them (:mod:`raysfl.report.paired`).
+    methods' per-seed differences to each of them (:mod:`raysfl.report.paired`). ``metric`` is the
+    evaluation column every accuracy column, table and figure reads: ``accuracy`` (the model's test
+    accuracy) or another ``*accuracy`` column, such as CSE-FSL's ``aux_accuracy``; runs without it are
+    skipped.
 
     Raises:
         FileNotFoundError: a path that does not exist.
         ValueError: no finished run was found (the message lists what was skipped and why), or
-            a ``paired`` name is not one of the methods' labels (the message lists them).
+            a ``paired`` name is not one of the methods' labels, or ``metric`` is not an accuracy column of
+            the runs (the messages list the choices).
     """
     if x not in UNITS:
         raise ValueError(f"--x: {x!r} is not an axis; choose one of {', '.join(UNITS)}")
@@ -181,6 +201,7 @@ def write_report(
         raise ValueError(
             f"no finished runs under {', '.join(map(str, paths))}" + (f" ({why})" if why else "")
         )
+    runs, skipped = _with_metric(runs, skipped, metric)
     groups = group_runs(runs)
     docs = [g.scenario for g in groups]
     varying = differing_fields(docs)
@@ -200,19 +221,21 @@ def write_report(
         lines += [f"Made by `{command}`.", ""]
     lines += _provenance(runs)
     target_col = f"{UNITS[x]} to {100 * target:.0f} % (reached)" if target is not None else None
-    head = ["setting", "method", "n", "final acc %", "best acc %"]
-    head += [f"last-{last} acc %"] if last else []
-    head += ["paper acc %"]
+    short = metric_label(metric)
+    head = ["setting", "method", "n", f"final {short} %", f"best {short} %"]
+    head += [f"last-{last} {short} %"] if last else []
+    paper = metric == "accuracy"  # the [reference] numbers are the papers' model accuracies
+    head += ["paper acc %"] if paper else []
     head += [target_col] if target_col else []
     head += ["MiB up", "MiB down", "wall s"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for setting_label, members in settings.items():
         for g in members:
-            st = group_stats(g, target, x, last)
+            st = group_stats(g, target, x, last, metric)
             row = [setting_label, method_names[id(g)], str(st.n)]
             row += [_pm(st.final, 100), _pm(st.best, 100)]
             row += [_pm(st.last, 100)] if last else []
-            row += [_paper(g)]
+            row += [_paper(g)] if paper else []
             if target_col:
                 row.append(f"{_pm(st.to_target, 1, 1)} ({st.reached}/{st.n})")
             row += [f"{st.mib_up:.1f}", f"{st.mib_down:.1f}", _pm(st.wall, 1, 1)]
@@ -221,27 +244,56 @@ def write_report(
         "",
         "Mean ± sample standard deviation over seeds; paper values are the scenarios' `[reference]`.",
     ]
+    if not paper:
+        lines[-1] = (
+            f"Mean ± sample standard deviation over seeds of each run's {metric}; no paper column: "
+            "the scenarios' `[reference]` numbers are model accuracies."
+        )
     if last:
-        lines[-1] += f" Last-{last} acc: each run's mean over its last {last} evaluations."
+        lines[-1] += f" Last-{last} {short}: each run's mean over its last {last} evaluations."
     for i, (setting_label, members) in enumerate(settings.items(), start=1):
         lines += ["", f"## {setting_label}", ""]
         names = [method_names[id(g)] for g in members]
-        lines += per_seed_table(members, names, target, x, last) + [""]
+        lines += per_seed_table(members, names, target, x, last, metric) + [""]
         for name in baselines:
-            lines += paired_table(members, names, name, last)
+            lines += paired_table(members, names, name, last, metric)
         for axis in axes:
-            fig = accuracy_figure(members, names, axis, f"{setting_label}: accuracy vs {AXIS_TITLES[axis]}")
+            what = "accuracy" if metric == "accuracy" else metric
+            title = f"{setting_label}: {what} vs {AXIS_TITLES[axis]}"
+            fig = accuracy_figure(members, names, axis, title, metric)
             path = save(
                 fig,
                 out / f"accuracy_{axis}_{i}{'' if len(settings) == 1 else '_' + _slug(setting_label)}.png",
             )
             figures.append(path)
-            lines.append(f"![accuracy against {AXIS_TITLES[axis]}]({path.name})")
+            lines.append(f"![{what} against {AXIS_TITLES[axis]}]({path.name})")
     if skipped:
         lines += ["", "## Skipped", ""] + [f"- `{p}`: {reason}" for p, reason in skipped]
     report = out / REPORT_FILE
     report.write_text("\n".join(lines) + "\n")
     return Report(report, figures, groups, skipped)
+
+
+def _with_metric(
+    runs: list[Run], skipped: list[tuple[Path, str]], metric: str
+) -> tuple[list[Run], list[tuple[Path, str]]]:
+    """The runs that evaluated ``metric``, and the others added to ``skipped`` with the reason.
+
+    Raises:
+        ValueError: ``metric`` is not an accuracy column of any run (the message lists those there are).
+    """
+    if metric == "accuracy":
+        return runs, skipped
+    columns = accuracy_columns(runs)
+    if metric not in columns:
+        choices = ", ".join(repr(c) for c in columns) or "none"
+        raise ValueError(
+            f"--metric: {metric!r} is not an accuracy column of these runs; choose one of {choices}"
+        )
+    kept = [r for r in runs if r.final(metric) is not None]
+    ids = {id(r) for r in kept}
+    dropped = [(r.path, f"no {metric} in its evaluations") for r in runs if id(r) not in ids]
+    return kept, skipped + dropped
 
 
 def split_varying_keys(groups: Sequence[Group], keys: Sequence[str]) -> tuple[list[str], list[str]]:

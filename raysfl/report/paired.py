@@ -44,24 +44,25 @@ class PairedDifference:
         return sum(d < 0 for d in self.differences)
 
 
-def run_accuracy(run: Run, last: int) -> float | None:
-    """The run's accuracy used for pairing: its last-``last`` mean when ``last`` > 0, else its final."""
+def run_accuracy(run: Run, last: int, metric: str = "accuracy") -> float | None:
+    """The run's ``metric`` used for pairing: its last-``last`` mean when ``last`` > 0, else its final."""
     if last > 0:
-        return tail_mean(run.curve("iteration")[1], last)
-    final = run.summary.get("final_accuracy")
-    return None if final is None else float(final)
+        return tail_mean(run.curve("iteration", metric)[1], last)
+    return run.final(metric)
 
 
-def paired_difference(method: Group, baseline: Group, last: int = 0) -> PairedDifference:
+def paired_difference(
+    method: Group, baseline: Group, last: int = 0, metric: str = "accuracy"
+) -> PairedDifference:
     """``method`` − ``baseline`` in accuracy points, seed by seed, on the seeds both groups ran.
 
     Example: seeds 1, 2 with finals 0.62 / 0.50 against 0.60 / 0.55 give differences +2.0 and −5.0
     points, mean −1.5, one seed ahead and one behind.
     """
-    base = {r.seed: run_accuracy(r, last) for r in baseline.runs}
+    base = {r.seed: run_accuracy(r, last, metric) for r in baseline.runs}
     pairs = []
     for run in sorted(method.runs, key=lambda r: r.seed):
-        mine, theirs = run_accuracy(run, last), base.get(run.seed)
+        mine, theirs = run_accuracy(run, last, metric), base.get(run.seed)
         if mine is not None and theirs is not None:
             pairs.append((run.seed, 100.0 * (mine - theirs)))
     mean, std = mean_std([d for _, d in pairs])
@@ -106,8 +107,10 @@ def _summary(diff: PairedDifference) -> str:
     return text
 
 
-def paired_table(members: Sequence[Group], names: Sequence[str], baseline: str, last: int = 0) -> list[str]:
-    """Markdown lines of one setting's paired tables against the method labelled ``baseline``.
+def paired_table(
+    members: Sequence[Group], names: Sequence[str], baseline: str, last: int = 0, metric: str = "accuracy"
+) -> list[str]:
+    """Markdown lines of one setting's paired tables of ``metric`` against the method labelled ``baseline``.
 
     One table for the final evaluation and, with ``last`` > 0, one for the last-``last`` mean. A setting
     without the baseline gets one line saying so.
@@ -119,7 +122,7 @@ def paired_table(members: Sequence[Group], names: Sequence[str], baseline: str, 
     others = [(n, g) for n, g in zip(names, members, strict=True) if n != baseline]
     seeds = sorted({r.seed for r in base.runs})
     lines: list[str] = []
-    views = [(0, "final accuracy")] + ([(last, f"last-{last} mean accuracy")] if last > 0 else [])
+    views = [(0, f"final {metric}")] + ([(last, f"last-{last} mean {metric}")] if last > 0 else [])
     for k, what in views:
         lines += [
             f"Paired with `{baseline}`, {what} (points, method − {baseline}, on the seeds both ran):",
@@ -128,7 +131,7 @@ def paired_table(members: Sequence[Group], names: Sequence[str], baseline: str, 
             "|---|" + "---|" * (len(seeds) + 2),
         ]
         for name, group in others:
-            diff = paired_difference(group, base, k)
+            diff = paired_difference(group, base, k, metric)
             cells = dict(zip(diff.seeds, diff.differences, strict=True))
             row = [name] + [_signed(cells[s]) if s in cells else "" for s in seeds]
             row += [_summary(diff), f"{diff.ahead} / {diff.behind}"]

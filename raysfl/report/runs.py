@@ -39,12 +39,28 @@ class Run:
         """The scenario seed."""
         return int(self.scenario.get("seed", 0))
 
-    def curve(self, x: str) -> tuple[np.ndarray, np.ndarray]:
-        """(x values, accuracy) of the evaluations that have an accuracy; ``x`` is one of :data:`X_AXES`."""
-        pts = [(x_value(r, x), float(r["accuracy"])) for r in self.rows if r.get("accuracy") is not None]
+    def curve(self, x: str, metric: str = "accuracy") -> tuple[np.ndarray, np.ndarray]:
+        """(x values, ``metric``) of the evaluations that have one; ``x`` is one of :data:`X_AXES`."""
+        pts = [(x_value(r, x), float(r[metric])) for r in self.rows if r.get(metric) is not None]
         xs = np.array([p[0] for p in pts], dtype=float)
         ys = np.array([p[1] for p in pts], dtype=float)
         return xs, ys
+
+    def final(self, metric: str = "accuracy") -> float | None:
+        """The run's last evaluation of ``metric`` (for accuracy: ``summary.json``'s final accuracy)."""
+        if metric == "accuracy":
+            value = self.summary.get("final_accuracy")
+            return None if value is None else float(value)
+        ys = self.curve("iteration", metric)[1]
+        return float(ys[-1]) if len(ys) else None
+
+    def best(self, metric: str = "accuracy") -> float | None:
+        """The run's highest evaluation of ``metric`` (for accuracy: ``summary.json``'s best accuracy)."""
+        if metric == "accuracy":
+            value = self.summary.get("best_accuracy")
+            return None if value is None else float(value)
+        ys = self.curve("iteration", metric)[1]
+        return float(ys.max()) if len(ys) else None
 
 
 @dataclass
@@ -69,6 +85,26 @@ class Group:
     def reference(self) -> dict[str, Any]:
         """The scenario's ``[reference]`` table (paper numbers), of the first run."""
         return dict(self.runs[0].scenario.get("reference", {})) if self.runs else {}
+
+
+def accuracy_columns(runs: Sequence[Run]) -> list[str]:
+    """The evaluation columns named ``*accuracy`` that hold a value in some run: ``--metric``'s choices.
+
+    ``accuracy`` is the model's test accuracy; CSE-FSL also logs ``aux_accuracy`` (client part + head).
+
+    Example:
+        >>> run = Run(Path("r"), {}, ({"accuracy": 0.5, "aux_accuracy": None, "loss": 1.2},), {})
+        >>> accuracy_columns([run])
+        ['accuracy']
+    """
+    found = {
+        k
+        for run in runs
+        for row in run.rows
+        for k, v in row.items()
+        if k.endswith("accuracy") and v is not None
+    }
+    return sorted(found)
 
 
 def x_value(row: dict[str, Any], x: str) -> float:

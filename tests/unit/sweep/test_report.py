@@ -357,3 +357,52 @@ def test_a_tie_counts_neither_ahead_nor_behind(tmp_path):
 def test_docstring_examples_hold(module):
     result = doctest.testmod(module)
     assert result.failed == 0 and result.attempted > 0
+
+
+def _add_column(run_dir: Path, name: str, values: list) -> None:
+    """Add an evaluation column to a run's metrics.parquet (one value per evaluation row)."""
+    table = pq.read_table(run_dir / "metrics.parquet")
+    pq.write_table(
+        table.append_column(name, pa.array(values, type=pa.float64())), run_dir / "metrics.parquet"
+    )
+
+
+def test_metric_reports_another_accuracy_column_and_skips_runs_without_it(runs, tmp_path, capsys):
+    # gas (shard) runs log an auxiliary-head accuracy; fedavg's do not (the column is absent or all null)
+    _add_column(runs / "gas_s1", "aux_accuracy", [0.2, 0.6, 0.55])
+    _add_column(runs / "gas_s2", "aux_accuracy", [0.2, 0.7, 0.75])
+    _add_column(runs / "gas_s3", "aux_accuracy", [None, 0.4, 0.5])
+    _add_column(runs / "fedavg_s1", "aux_accuracy", [None, None, None])
+    groups = {g.runs[0].path.name: g for g in group_runs(find_runs([runs])[0])}
+    gas = groups["gas_s1"]
+    assert gas.runs[0].final("aux_accuracy") == 0.55 and gas.runs[0].best("aux_accuracy") == 0.6
+    assert groups["fedavg_s1"].runs[0].final("aux_accuracy") is None
+    st = group_stats(gas, target=0.6, metric="aux_accuracy", last=2)
+    assert st.final[0] == pytest.approx((0.55 + 0.75 + 0.5) / 3)
+    assert st.best[0] == pytest.approx((0.6 + 0.75 + 0.5) / 3)
+    assert st.last[0] == pytest.approx(((0.6 + 0.55) / 2 + (0.7 + 0.75) / 2 + (0.4 + 0.5) / 2) / 3)
+    assert st.reached == 2 and st.to_target[0] == pytest.approx(
+        (10.0 + 12.0) / 2
+    )  # seed 3 never reaches 60 %
+
+    out = tmp_path / "rep"
+    assert main(["report", str(runs), "--out", str(out), "--metric", "aux_accuracy", "--target", "0.6"]) == 0
+    text = (out / "report.md").read_text()
+    assert (
+        "| setting | method | n | final aux_accuracy % | best aux_accuracy % | emulated s to 60 % (reached) |"
+        in text
+    )
+    assert (
+        "| all runs | gas | 3 | 60.00 ± 13.23 | 61.67 ± 12.58 | 11.0 ± 1.4 (2/3) |" in text
+    )  # one setting left
+    assert "paper acc" not in text and "fedavg |" not in text
+    assert "Per seed (final aux_accuracy % / emulated s to 60 %):" in text
+    assert "fedavg_s1`: no aux_accuracy in its evaluations" in text
+    assert "fedavg_s1: no aux_accuracy in its evaluations" in capsys.readouterr().err
+
+
+def test_metric_must_be_an_accuracy_column_of_the_runs(runs, tmp_path, capsys):
+    assert main(["report", str(runs), "--out", str(tmp_path / "rep"), "--metric", "loss"]) == 2
+    assert "--metric: 'loss' is not an accuracy column of these runs; choose one of 'accuracy'" in (
+        capsys.readouterr().err
+    )
