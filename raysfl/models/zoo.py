@@ -278,9 +278,9 @@ def _build_parts(
     except RuntimeError as err:  # a layer that cannot take the feature map it receives
         shape = f"{in_channels}×{image_size}×{image_size}"
         why = _first_line(err)
-        raise ConfigError(
+        raise ConfigError(  # the cause stays: build_split_model tells shape errors from others by it
             [f"model.name: {entry.name} cannot take {shape} inputs ({entry.input_rule}): {why}"]
-        ) from None
+        ) from err
     client, server, activation_shape = stack.split(cfg.split or entry.default_split)
     aux = None
     if cfg.aux:
@@ -323,7 +323,9 @@ def build_split_model(
 
     The checks of :func:`validate_model_config` are made on the real build, not on a separate meta-device
     build first: a process's first operations on the meta device import ``torch._dynamo`` and cost about
-    0.9 s, which every actor would otherwise pay once (``benchmarks/RESULTS.md``).
+    0.9 s, which a process that makes no optimizer (an FL server) would otherwise pay
+    (``benchmarks/RESULTS.md``). A layer's ``RuntimeError`` is confirmed on the meta device before it is
+    reported as a shape problem; one that the meta build does not repeat (out of memory) is raised as it is.
 
     Raises:
         ConfigError: listing the problems :func:`validate_model_config` reports.
@@ -334,9 +336,18 @@ def build_split_model(
     entry = MODELS[cfg.name]
     split = cfg.split or entry.default_split
     device = "meta" if torch.empty(0).is_meta else "cpu"  # CPU init: only the CPU generator is forked
-    with torch.random.fork_rng(devices=[]), torch.device(device):
-        torch.manual_seed(seed)
-        client, server, activation_shape, aux = _build_parts(cfg, in_channels, image_size, num_classes)
+    try:
+        with torch.random.fork_rng(devices=[]), torch.device(device):
+            torch.manual_seed(seed)
+            client, server, activation_shape, aux = _build_parts(cfg, in_channels, image_size, num_classes)
+    except ConfigError as err:
+        cause = err.__cause__
+        if not isinstance(cause, RuntimeError):
+            raise
+        confirmed = validate_model_config(cfg, in_channels, image_size, num_classes)
+        if not confirmed:  # the layers fit on the meta device: a failure of this machine (memory)
+            raise cause from None
+        raise ConfigError(confirmed) from None
     return SplitModel(
         client=client,
         server=server,

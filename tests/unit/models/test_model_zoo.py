@@ -1,5 +1,6 @@
 """The zoo registry, config validation, determinism and exactness of the split."""
 
+import dataclasses
 import doctest
 import subprocess
 import sys
@@ -141,6 +142,30 @@ def test_build_reports_what_validation_reports():
             else:
                 build_split_model(cfg, 3, size, 10, seed=0)
     assert {"alexnet", "vgg16_bn", "vit_small"} <= rejected  # layers that cannot take small inputs
+
+
+def test_a_runtime_error_the_meta_build_does_not_repeat_is_not_called_a_shape_problem(monkeypatch):
+    # A CPU-only failure of a layer (the way an out-of-memory allocation fails) must surface as itself,
+    # not as "cannot take these inputs": the build confirms shape errors on the meta device.
+    def alexnet_that_runs_out_of_memory(cfg, c, h, k):
+        if not torch.empty(0).is_meta:
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory")
+        return MODELS["alexnet"].builder(cfg, c, h, k)
+
+    entry = dataclasses.replace(
+        MODELS["alexnet"], name="oom_alexnet", builder=alexnet_that_runs_out_of_memory
+    )
+    monkeypatch.setitem(MODELS, "oom_alexnet", entry)
+    cfg = ModelConfig(name="oom_alexnet")
+    assert validate_model_config(cfg, 3, 32, 10) == []
+    with pytest.raises(RuntimeError, match="can't allocate memory") as err:
+        build_split_model(cfg, 3, 32, 10, seed=0)
+    assert not isinstance(err.value, ConfigError)
+    # a real shape problem is still a ConfigError naming the field, worded as validation words it
+    with pytest.raises(ConfigError) as shape_err:
+        build_split_model(cfg, 3, 8, 10, seed=0)
+    assert shape_err.value.problems == validate_model_config(cfg, 3, 8, 10)
+    assert shape_err.value.problems[0].startswith("model.name: oom_alexnet cannot take 3×8×8 inputs")
 
 
 def test_build_does_not_touch_the_meta_device():
