@@ -169,7 +169,7 @@ def test_a_runtime_error_the_meta_build_does_not_repeat_is_not_called_a_shape_pr
 
 
 def test_build_does_not_touch_the_meta_device():
-    # A process's first meta-device operations import torch._dynamo (about 0.9 s); actors only build.
+    # A process's first meta-device operations import torch._dynamo (about 0.9 s); an FL server only builds.
     script = (
         "import sys, torch\n"
         "before = 'torch._dynamo' in sys.modules\n"
