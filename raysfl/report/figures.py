@@ -41,7 +41,7 @@ def accuracy_figure(  # noqa: ANN201
         (line,) = ax.plot(grid, 100 * mean, label=f"{name} (n={n})", linewidth=1.8)
         ax.fill_between(grid, 100 * low, 100 * high, color=line.get_color(), alpha=0.18, linewidth=0)
     ax.set_xlabel(AXIS_TITLES[x])
-    ax.set_ylabel("test accuracy (%)" if metric == "accuracy" else f"test {metric} (%)")
+    ax.set_ylabel(f"test {metric} (%)")
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     if ax.get_lines():

@@ -40,7 +40,6 @@ from raysfl.report.runs import (
     group_runs,
     label,
     mean_std,
-    tail_mean,
 )
 
 REPORT_FILE = "report.md"
@@ -83,7 +82,7 @@ def group_stats(
     runs = group.runs
     finals = [r.final(metric) for r in runs]
     bests = [r.best(metric) for r in runs]
-    tails = [tail_mean(r.curve(x, metric)[1], last) for r in runs] if last > 0 else []
+    tails = [r.end(metric, last) for r in runs] if last > 0 else []
     hits: list[float] = []
     if target is not None:
         for r in runs:
@@ -110,7 +109,7 @@ def seed_cell(run: Run, target: float | None, x: str, last: int, metric: str = "
     Example: ``"72.19 / 681"``; "—" for a target the run never reached; the accuracy alone without a target.
     """
     xs, accs = run.curve(x, metric)
-    acc = tail_mean(accs, last) if last > 0 else run.final(metric)
+    acc = run.end(metric, last)
     text = "-" if acc is None else f"{100 * float(acc):.2f}"
     if target is None:
         return text
@@ -258,15 +257,14 @@ def write_report(
         for name in baselines:
             lines += paired_table(members, names, name, last, metric)
         for axis in axes:
-            what = "accuracy" if metric == "accuracy" else metric
-            title = f"{setting_label}: {what} vs {AXIS_TITLES[axis]}"
+            title = f"{setting_label}: {metric} vs {AXIS_TITLES[axis]}"
             fig = accuracy_figure(members, names, axis, title, metric)
             path = save(
                 fig,
                 out / f"accuracy_{axis}_{i}{'' if len(settings) == 1 else '_' + _slug(setting_label)}.png",
             )
             figures.append(path)
-            lines.append(f"![{what} against {AXIS_TITLES[axis]}]({path.name})")
+            lines.append(f"![{metric} against {AXIS_TITLES[axis]}]({path.name})")
     if skipped:
         lines += ["", "## Skipped", ""] + [f"- `{p}`: {reason}" for p, reason in skipped]
     report = out / REPORT_FILE
@@ -291,8 +289,7 @@ def _with_metric(
             f"--metric: {metric!r} is not an accuracy column of these runs; choose one of {choices}"
         )
     kept = [r for r in runs if r.final(metric) is not None]
-    ids = {id(r) for r in kept}
-    dropped = [(r.path, f"no {metric} in its evaluations") for r in runs if id(r) not in ids]
+    dropped = [(r.path, f"no {metric} in its evaluations") for r in runs if r.final(metric) is None]
     return kept, skipped + dropped
 
 

@@ -5,7 +5,7 @@ difference of two methods *within* a seed is free of the seed-to-seed spread tha
 carry. For each method of a setting and the ``--paired`` baseline of that setting, on the seeds both ran:
 
     per seed          (method − baseline) × 100, in accuracy points: final evaluation, and with
-                      ``--last K`` the mean over each run's last K evaluations (:func:`tail_mean`)
+                      ``--last K`` the mean over each run's last K evaluations (``Run.end``)
     mean ± std (SE)   over those seeds; SE = std / √n, the standard error of the mean difference
     ahead / behind    how many seeds have the method above / below the baseline (ties count in neither)
 """
@@ -16,7 +16,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from raysfl.report.runs import Group, Run, mean_std, tail_mean
+from raysfl.report.runs import Group, mean_std
 
 
 @dataclass(frozen=True)
@@ -44,13 +44,6 @@ class PairedDifference:
         return sum(d < 0 for d in self.differences)
 
 
-def run_accuracy(run: Run, last: int, metric: str = "accuracy") -> float | None:
-    """The run's ``metric`` used for pairing: its last-``last`` mean when ``last`` > 0, else its final."""
-    if last > 0:
-        return tail_mean(run.curve("iteration", metric)[1], last)
-    return run.final(metric)
-
-
 def paired_difference(
     method: Group, baseline: Group, last: int = 0, metric: str = "accuracy"
 ) -> PairedDifference:
@@ -59,10 +52,10 @@ def paired_difference(
     Example: seeds 1, 2 with finals 0.62 / 0.50 against 0.60 / 0.55 give differences +2.0 and −5.0
     points, mean −1.5, one seed ahead and one behind.
     """
-    base = {r.seed: run_accuracy(r, last, metric) for r in baseline.runs}
+    base = {r.seed: r.end(metric, last) for r in baseline.runs}
     pairs = []
     for run in sorted(method.runs, key=lambda r: r.seed):
-        mine, theirs = run_accuracy(run, last, metric), base.get(run.seed)
+        mine, theirs = run.end(metric, last), base.get(run.seed)
         if mine is not None and theirs is not None:
             pairs.append((run.seed, 100.0 * (mine - theirs)))
     mean, std = mean_std([d for _, d in pairs])

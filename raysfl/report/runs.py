@@ -54,6 +54,13 @@ class Run:
         ys = self.curve("iteration", metric)[1]
         return float(ys[-1]) if len(ys) else None
 
+    def end(self, metric: str = "accuracy", last: int = 0) -> float | None:
+        """Where the run ended in ``metric``: its final value, or its last-``last`` mean when ``last`` > 0.
+
+        The per-seed cells, the last-K column and the pairings all read this (:func:`tail_mean`).
+        """
+        return tail_mean(self.curve("iteration", metric)[1], last) if last > 0 else self.final(metric)
+
     def best(self, metric: str = "accuracy") -> float | None:
         """The run's highest evaluation of ``metric`` (for accuracy: ``summary.json``'s best accuracy)."""
         if metric == "accuracy":
