@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import shlex
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -439,7 +440,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.last < 0:
         raise UsageError(f"--last: {args.last} must be >= 1 (evaluations at the end of each run)")
     out = Path(args.out) if args.out else Path(args.runs[0]) / "report"
-    command = "raysfl report " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["report"] else ""
+    # shell-quoted, so the recorded command reruns as it stands ("A vs B" pairings hold spaces)
+    command = "raysfl report " + shlex.join(sys.argv[2:]) if sys.argv[1:2] == ["report"] else ""
     try:
         paired = args.paired or ()
         report = write_report(
@@ -577,7 +579,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--paired",
         action="append",
         metavar="METHOD",
-        help="add every method's per-seed differences to METHOD (a label of the method column); repeatable",
+        help="add every method's per-seed differences to METHOD (a label of the method column), or with "
+        "'OTHER vs METHOD' only OTHER's; repeatable",
     )
     p.add_argument(
         "--metric",

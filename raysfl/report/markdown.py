@@ -15,9 +15,10 @@ One row per group of runs that differ only in their seed (:mod:`raysfl.report.ru
 
 and, per setting, a per-seed table (one cell per method and seed: the run's last-K or final accuracy and
 its x at the target, so a claim "in every seed" can be read off), with ``--paired METHOD`` (repeatable)
-the other methods' per-seed differences to METHOD (:mod:`raysfl.report.paired`), and PNG figures of
-accuracy against emulated time, global iteration and MiB transferred (and wall time when ``--x wall``),
-embedded in ``report.md``.
+the other methods' per-seed differences to METHOD, or with ``--paired "METHOD vs BASELINE"`` only that
+pair's (:mod:`raysfl.report.paired`), and PNG figures of the metric against emulated time, global
+iteration and MiB transferred (and wall time when ``--x wall``), named ``<metric>_<x>_<n>.png`` and embedded
+in ``report.md``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from raysfl.report.figures import AXIS_TITLES, accuracy_figure, save
-from raysfl.report.paired import paired_table, resolve_method
+from raysfl.report.paired import paired_table, parse_pairings
 from raysfl.report.runs import (
     Group,
     Run,
@@ -179,7 +180,8 @@ def write_report(
 
     ``last`` > 0 adds a column with the mean accuracy over each run's last ``last`` evaluations.
     ``paired`` names methods (labels of the report's method column): each setting then gets the other
-    methods' per-seed differences to each of them (:mod:`raysfl.report.paired`). ``metric`` is the
+    methods' per-seed differences to each of them, or, for an entry ``"METHOD vs BASELINE"``, METHOD's
+    difference to BASELINE only (:func:`raysfl.report.paired.parse_pairings`). ``metric`` is the
     evaluation column every accuracy column, table and figure reads: ``accuracy`` (the model's test
     accuracy) or another ``*accuracy`` column, such as CSE-FSL's ``aux_accuracy``; runs without it are
     skipped.
@@ -207,7 +209,7 @@ def write_report(
     non_method = [k for k in varying if not k.startswith("algorithm.")]
     setting_keys, bound_keys = split_varying_keys(groups, non_method)
     method_names = method_labels(groups, bound_keys)
-    baselines = [resolve_method(name, list(method_names.values())) for name in paired]
+    pairings = parse_pairings(paired, list(method_names.values()))
     settings: dict[str, list[Group]] = {}
     for g in groups:
         settings.setdefault(label(g.setting, setting_keys) or "all runs", []).append(g)
@@ -254,14 +256,14 @@ def write_report(
         lines += ["", f"## {setting_label}", ""]
         names = [method_names[id(g)] for g in members]
         lines += per_seed_table(members, names, target, x, last, metric) + [""]
-        for name in baselines:
-            lines += paired_table(members, names, name, last, metric)
+        for pairing in pairings:
+            lines += paired_table(members, names, pairing.baseline, last, metric, pairing.methods)
         for axis in axes:
             title = f"{setting_label}: {metric} vs {AXIS_TITLES[axis]}"
             fig = accuracy_figure(members, names, axis, title, metric)
             path = save(
                 fig,
-                out / f"accuracy_{axis}_{i}{'' if len(settings) == 1 else '_' + _slug(setting_label)}.png",
+                out / f"{metric}_{axis}_{i}{'' if len(settings) == 1 else '_' + _slug(setting_label)}.png",
             )
             figures.append(path)
             lines.append(f"![{metric} against {AXIS_TITLES[axis]}]({path.name})")

@@ -8,6 +8,10 @@ carry. For each method of a setting and the ``--paired`` baseline of that settin
                       ``--last K`` the mean over each run's last K evaluations (``Run.end``)
     mean ± std (SE)   over those seeds; SE = std / √n, the standard error of the mean difference
     ahead / behind    how many seeds have the method above / below the baseline (ties count in neither)
+
+``--paired BASELINE`` pairs every other method of a setting with BASELINE; ``--paired "METHOD vs BASELINE"``
+pairs only METHOD, so a report over many variants lists the comparisons a claim makes and no others
+(:func:`parse_pairings`).
 """
 
 from __future__ import annotations
@@ -87,6 +91,50 @@ def resolve_method(name: str, labels: Sequence[str]) -> str:
     raise ValueError(f"--paired: {name!r} {why}; choose one of {choices}")
 
 
+PAIR_SEPARATOR = " vs "
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """One baseline's paired table: against ``methods`` in that order, or every other method when ``None``."""
+
+    baseline: str
+    methods: tuple[str, ...] | None = None
+
+
+def parse_pairings(specs: Sequence[str], labels: Sequence[str]) -> list[Pairing]:
+    """The ``--paired`` values as one :class:`Pairing` per baseline, in the order baselines first appear.
+
+    A value is a method label (or a bare name, :func:`resolve_method`): every other method is paired with
+    it. ``"METHOD vs BASELINE"`` adds METHOD to BASELINE's table; a baseline also given alone keeps all.
+
+    Example:
+        >>> labels = ["fedasmu", "fedasmu_da", "fedasmu_fa", "fedasmu_0"]
+        >>> specs = ["fedasmu vs fedasmu_da", "fedasmu_fa vs fedasmu_0", "fedasmu_da vs fedasmu_0"]
+        >>> for pairing in parse_pairings(specs, labels):
+        ...     print(pairing.baseline, pairing.methods)
+        fedasmu_da ('fedasmu',)
+        fedasmu_0 ('fedasmu_fa', 'fedasmu_da')
+
+    Raises:
+        ValueError: naming ``--paired``, for a name that picks no label or several, or a method paired
+            with itself.
+    """
+    chosen: dict[str, list[str] | None] = {}
+    for spec in specs:
+        if spec in labels or PAIR_SEPARATOR not in spec:
+            chosen[resolve_method(spec, labels)] = None
+            continue
+        method_name, _, baseline_name = spec.rpartition(PAIR_SEPARATOR)
+        method, baseline = resolve_method(method_name, labels), resolve_method(baseline_name, labels)
+        if method == baseline:
+            raise ValueError(f"--paired: {spec!r} pairs {method!r} with itself")
+        methods = chosen.setdefault(baseline, [])
+        if methods is not None and method not in methods:
+            methods.append(method)
+    return [Pairing(b, None if m is None else tuple(m)) for b, m in chosen.items()]
+
+
 def _signed(value: float) -> str:
     return "0.00" if value == 0 else f"{value:+.2f}"
 
@@ -101,18 +149,28 @@ def _summary(diff: PairedDifference) -> str:
 
 
 def paired_table(
-    members: Sequence[Group], names: Sequence[str], baseline: str, last: int = 0, metric: str = "accuracy"
+    members: Sequence[Group],
+    names: Sequence[str],
+    baseline: str,
+    last: int = 0,
+    metric: str = "accuracy",
+    methods: Sequence[str] | None = None,
 ) -> list[str]:
     """Markdown lines of one setting's paired tables of ``metric`` against the method labelled ``baseline``.
 
-    One table for the final evaluation and, with ``last`` > 0, one for the last-``last`` mean. A setting
-    without the baseline gets one line saying so.
+    One table for the final evaluation and, with ``last`` > 0, one for the last-``last`` mean; a row per
+    method of ``methods`` that ran in this setting (every other method when ``None``). A setting without
+    the baseline, or without any of ``methods``, gets one line saying so.
     """
     by_name = dict(zip(names, members, strict=True))
     if baseline not in by_name:
         return [f"No `{baseline}` runs in this setting: nothing to pair with."]
     base = by_name[baseline]
-    others = [(n, g) for n, g in zip(names, members, strict=True) if n != baseline]
+    wanted = [n for n in names if n != baseline] if methods is None else [n for n in methods if n in by_name]
+    if not wanted:
+        listed = ", ".join(f"`{n}`" for n in methods or ())
+        return [f"No {listed} runs in this setting to pair with `{baseline}`."]
+    others = [(n, by_name[n]) for n in wanted]
     seeds = sorted({r.seed for r in base.runs})
     lines: list[str] = []
     views = [(0, f"final {metric}")] + ([(last, f"last-{last} mean {metric}")] if last > 0 else [])

@@ -341,6 +341,85 @@ def test_paired_names_resolve_to_one_label_or_fail_naming_the_flag(runs, tmp_pat
     )
 
 
+def _variants(root: Path) -> None:
+    """Four FedASMU variants over two seeds; the final accuracies are the variant's base + seed / 100."""
+    finals = {"fedasmu": 0.30, "fedasmu_da": 0.40, "fedasmu_fa": 0.31, "fedasmu_0": 0.42}
+    for name, final in finals.items():
+        learn, slot = name in ("fedasmu", "fedasmu_fa"), name in ("fedasmu", "fedasmu_da")
+        for seed in (1, 2):
+            scen = _scenario("fedasmu", seed, params={"learn": learn, "slot": slot})
+            make_run(root, f"{name}_{seed}", scen, [(0, 0.0, 0.1), (1, 1.0, final + seed / 100)])
+
+
+def test_paired_a_vs_b_lists_only_the_named_comparisons(tmp_path):
+    from raysfl.report.paired import Pairing, parse_pairings
+
+    root = tmp_path / "runs"
+    _variants(root)
+    da, full = "fedasmu (learn=False, slot=True)", "fedasmu (learn=True, slot=True)"
+    fa, zero = "fedasmu (learn=True, slot=False)", "fedasmu (learn=False, slot=False)"
+    out = tmp_path / "rep"
+    argv = ["report", str(root), "--out", str(out), "--paired", f"{full} vs {da}"]
+    argv += ["--paired", f"{fa} vs {zero}", "--paired", f"{da} vs {zero}"]
+    assert main(argv) == 0
+    text = (out / "report.md").read_text()
+    tables = text.split("Paired with ")[1:]
+    assert [t.split("`")[1] for t in tables] == [da, zero]
+    # learned controls: 0.31 − 0.41 and 0.32 − 0.42 against fixed ones, in both seeds
+    assert f"| {full} | -10.00 | -10.00 | -10.00 ± 0.00 (0.00) | 0 / 2 |" in tables[0]
+    assert tables[0].count("| fedasmu (") == 1
+    assert [line.split(" |")[0] for line in tables[1].splitlines() if line.startswith("| fedasmu")] == [
+        f"| {fa}",
+        f"| {da}",
+    ]  # in the order given, not the report's
+    assert f"| {da} | -2.00 | -2.00 | -2.00 ± 0.00 (0.00) | 0 / 2 |" in tables[1]
+    # a baseline given alone as well keeps every method
+    labels = [da, full, fa, zero]
+    assert parse_pairings([f"{full} vs {da}", da], labels) == [Pairing(da, None)]
+    assert parse_pairings([da, f"{full} vs {da}"], labels) == [Pairing(da, None)]
+    assert parse_pairings([f"{full} vs {da}", f"{full} vs {da}"], labels) == [Pairing(da, (full,))]
+
+
+def test_the_recorded_command_reruns_as_it_stands(tmp_path, monkeypatch):
+    import shlex
+
+    root = tmp_path / "runs"
+    _variants(root)
+    pair = "fedasmu (learn=True, slot=True) vs fedasmu (learn=False, slot=True)"
+    argv = ["report", str(root), "--out", str(tmp_path / "rep"), "--paired", pair]
+    monkeypatch.setattr("sys.argv", ["raysfl", *argv])
+    assert main(argv) == 0
+    made = (tmp_path / "rep" / "report.md").read_text().split("Made by `", 1)[1].split("`.", 1)[0]
+    assert shlex.split(made) == ["raysfl", *argv]  # the pairing stays one argument
+
+
+def test_paired_a_vs_b_errors_name_the_flag_and_the_part(tmp_path, capsys):
+    from raysfl.report.paired import parse_pairings
+
+    labels = ["gas", "fedavg", "cse_fsl (h=5)", "cse_fsl (h=25)"]
+    with pytest.raises(ValueError, match=r"--paired: 'gas vs gas' pairs 'gas' with itself"):
+        parse_pairings(["gas vs gas"], labels)
+    with pytest.raises(ValueError, match=r"--paired: 'cse_fsl' names several methods"):
+        parse_pairings(["cse_fsl vs gas"], labels)
+    root = tmp_path / "runs"
+    _variants(root)
+    assert main(["report", str(root), "--out", str(tmp_path / "rep"), "--paired", "fedasmu vs fedbuff"]) == 2
+    err = capsys.readouterr().err
+    assert "--paired: 'fedasmu' names several methods; choose one of 'fedasmu (learn=False" in err
+
+
+def test_a_pair_missing_from_a_setting_says_so(runs):
+    from raysfl.report.paired import paired_table
+
+    groups = [g for g in group_runs(find_runs([runs])[0]) if g.setting["data"]["partition"] == "shard"]
+    names = [g.method["name"] for g in groups]
+    assert paired_table(groups, names, "fedavg", methods=["fedbuff"]) == [
+        "No `fedbuff` runs in this setting to pair with `fedavg`."
+    ]
+    lines = paired_table(groups, names, "fedavg", methods=["gas"])
+    assert "| gas | +8.00 | +30.00 | +19.00 ± 15.56 (11.00) | 2 / 0 |" in lines
+
+
 def test_a_tie_counts_neither_ahead_nor_behind(tmp_path):
     from raysfl.report.paired import paired_table
 
@@ -399,6 +478,11 @@ def test_metric_reports_another_accuracy_column_and_skips_runs_without_it(runs, 
     assert "Per seed (final aux_accuracy % / emulated s to 60 %):" in text
     assert "fedavg_s1`: no aux_accuracy in its evaluations" in text
     assert "fedavg_s1: no aux_accuracy in its evaluations" in capsys.readouterr().err
+    # the figures are named after the metric they show
+    assert sorted(p.name for p in out.glob("*.png")) == [
+        f"aux_accuracy_{x}_1.png" for x in ("bytes", "emulated", "iteration")
+    ]
+    assert "![aux_accuracy against emulated time (s)](aux_accuracy_emulated_1.png)" in text
 
 
 def test_metric_must_be_an_accuracy_column_of_the_runs(runs, tmp_path, capsys):
