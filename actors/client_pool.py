@@ -22,15 +22,21 @@ class ClientPool(Profiled):
     def __init__(self, setup: Any, train_x: Any, train_y: Any, transform: Any, threads: int = 1) -> None:
         self.host = ClientHost(setup, train_x, train_y, transform, threads)
 
-    def call(self, method: str, client: int, *args: Any, pace_wall_s: float = 0.0) -> Any:
-        """Run one client step (``start``, ``step``, ``finish``, ...), paced in realtime mode."""
-        return self.host.call(method, client, *args, pace_wall_s=pace_wall_s)
+    @ray.method(num_returns=2)
+    def call(self, method: str, client: int, *args: Any, pace_wall_s: float = 0.0) -> tuple[Any, None]:
+        """Run one client step (``start``, ``step``, ``finish``, ...), paced in realtime mode.
 
+        Returns ``(result, None)``: the ``None`` is the call's status, which the dispatcher fetches to learn
+        of a failure without fetching the result (:mod:`raysfl.engine.ray_backend`).
+        """
+        return self.host.call(method, client, *args, pace_wall_s=pace_wall_s), None
+
+    @ray.method(num_returns=3)
     def call_carried(
         self, method: str, client: int, state: Any, *args: Any, pace_wall_s: float = 0.0
-    ) -> tuple[Any, Any]:
-        """Run one call of a roaming client: its ``state`` comes in, ``(result, state)`` go out."""
-        return self.host.call_carried(method, client, state, *args, pace_wall_s=pace_wall_s)
+    ) -> tuple[Any, Any, None]:
+        """Run one call of a roaming client: its ``state`` comes in, ``(result, state, status)`` go out."""
+        return *self.host.call_carried(method, client, state, *args, pace_wall_s=pace_wall_s), None
 
     def clients_roam(self) -> bool:
         """Whether the client logic's calls are whole jobs, so its clients may run in any pool."""

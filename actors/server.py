@@ -20,9 +20,13 @@ class Server(Profiled):
         self.device = pick_device(device)
         self.host = ServerHost(setup, test_x, test_y, transform, self.device, threads)
 
-    def call(self, method: str, *args: Any, pace_wall_s: float = 0.0) -> Any:
-        """Run one server method (``on_activations``, ``on_client_model``, ``evaluate``, ...)."""
-        return self.host.call(method, *args, pace_wall_s=pace_wall_s)
+    @ray.method(num_returns=2)
+    def call(self, method: str, *args: Any, pace_wall_s: float = 0.0) -> tuple[Any, None]:
+        """Run one server method (``on_activations``, ``on_client_model``, ``evaluate``, ...).
+
+        Returns ``(result, None)``; the ``None`` is the call's status (see :meth:`ClientPool.call`).
+        """
+        return self.host.call(method, *args, pace_wall_s=pace_wall_s), None
 
     def snapshot(self) -> dict[str, Any]:
         """Checkpoint: the server logic's state."""

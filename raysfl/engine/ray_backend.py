@@ -6,8 +6,15 @@ a later call receives that ref as an argument, which Ray resolves on the worker 
 driver. Each actor runs the calls of its single submitter in submission order, which is virtual-time
 order, so the server's state evolves exactly as in :class:`~raysfl.engine.dispatch.LocalDispatcher`.
 
-Backpressure: at most ``max_inflight`` calls are outstanding; past that the dispatcher waits (without
-fetching) for the oldest, so the object store never fills however far virtual time runs ahead.
+Backpressure: at most ``max_inflight`` calls are outstanding; past that the dispatcher waits for the oldest,
+so the object store never fills however far virtual time runs ahead.
+
+Failures: every actor call returns, beside its result, a tiny status (``None``). The dispatcher fetches the
+status of each call once it is done (at the backpressure wait, and at :meth:`RayDispatcher.drain`, which
+precedes every checkpoint), never the result. An exception raised by a method's logic in a worker therefore
+ends the run, as it does on the local backend, even when nothing ever fetches that call's result; Ray
+passes it on to every call that takes the failed result as an argument. The exception keeps its type (a
+``ValueError`` raised in ``receive`` is caught as ``ValueError``) and gets a note naming the call.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 import ray
-from ray.exceptions import ObjectLostError, RayActorError
+from ray.exceptions import ObjectLostError, RayActorError, RayTaskError
 
 from raysfl import profiling
 from raysfl.algorithms.actions import SERVER, Call, Report, Slot
@@ -40,6 +47,27 @@ def _lost_workers() -> Iterator[None]:
     except _LOST as err:
         first_line = str(err).splitlines()[0] if str(err) else ""
         raise WorkerLostError(f"a worker of the run died: {type(err).__name__}: {first_line}") from err
+
+
+def describe_call(action: Call) -> str:
+    """``the server's call receive`` or ``client 3's call train``: a call, as an error message names it."""
+    who = "the server's" if action.target == SERVER else f"client {action.client}'s"
+    return f"{who} call {action.method}"
+
+
+@contextmanager
+def _failed_in_worker(what: str) -> Iterator[None]:
+    """Add a note naming ``what`` to an exception that a method's logic raised in a Ray worker.
+
+    Ray raises it as a ``RayTaskError`` that is also an instance of the original exception's class, with
+    the worker's traceback in its message. A lost worker is left to :func:`_lost_workers`.
+    """
+    try:
+        yield
+    except RayTaskError as err:
+        if not isinstance(err, _LOST):
+            err.add_note(f"raysfl: raised by {what}, in a Ray worker (its traceback is above)")
+        raise
 
 
 class RayDispatcher:
@@ -77,7 +105,7 @@ class RayDispatcher:
         self.server = server
         self.max_inflight = max_inflight
         self.slots: dict[tuple[Any, ...], ray.ObjectRef] = {}
-        self._inflight: deque[ray.ObjectRef] = deque()
+        self._inflight: deque[tuple[ray.ObjectRef, Call]] = deque()  # (status, call), oldest first
         self._reports: deque[tuple[dict[str, Any], ray.ObjectRef]] = deque()
         self.peak_inflight = 0
         if profiling.enabled():  # the profile scripts: every actor profiles itself too
@@ -98,39 +126,45 @@ class RayDispatcher:
         pace = action.pace_s / self.time_scale if self.time_scale else 0.0
         with profiling.section("ray.submit"):
             if action.target == SERVER:
-                ref = self.server.call.remote(action.method, *args, pace_wall_s=pace)
+                ref, status = self.server.call.remote(action.method, *args, pace_wall_s=pace)
             elif self.balancer is not None:
-                ref = self._call_roaming(action, args, pace)
+                ref, status = self._call_roaming(action, args, pace)
             else:
                 pool = self.pools[self.pool_of(action.client)]
-                ref = pool.call.remote(action.method, action.client, *args, pace_wall_s=pace)
+                ref, status = pool.call.remote(action.method, action.client, *args, pace_wall_s=pace)
         for slot in action.free:
             self.slots.pop(slot.name, None)
         if action.out is not None:
             self.slots[action.out.name] = ref
-        self._inflight.append(ref)
+        self._inflight.append((status, action))
         self.peak_inflight = max(self.peak_inflight, len(self._inflight))
         while len(self._inflight) > self.max_inflight:
-            with _lost_workers(), profiling.section("ray.backpressure_wait"):
-                ray.wait([self._inflight.popleft()], fetch_local=False)
+            with profiling.section("ray.backpressure_wait"):
+                self._check(*self._inflight.popleft())
 
-    def _call_roaming(self, action: Call, args: list[Any], pace: float) -> ray.ObjectRef:
-        """Submit a roaming client's call, with its state, to the least-loaded pool; the result's ref.
+    @staticmethod
+    def _check(status: ray.ObjectRef, action: Call) -> None:
+        """Wait for ``action``'s call to finish; raise what its method raised (its result is not fetched)."""
+        with _lost_workers(), _failed_in_worker(describe_call(action)):
+            ray.get(status)
+
+    def _call_roaming(
+        self, action: Call, args: list[Any], pace: float
+    ) -> tuple[ray.ObjectRef, ray.ObjectRef]:
+        """Submit a roaming client's call, with its state, to the least-loaded pool; its result and status.
 
         The state the call returns replaces the client's in :attr:`carried`.
         """
         assert self.balancer is not None
         client = action.client
         index = self.balancer.pick(self._last_pool.get(client))
-        ref, state = (
-            self.pools[index]
-            .call_carried.options(num_returns=2)
-            .remote(action.method, client, self.carried.get(client), *args, pace_wall_s=pace)
+        ref, state, status = self.pools[index].call_carried.remote(
+            action.method, client, self.carried.get(client), *args, pace_wall_s=pace
         )
         self.carried[client] = state
         self._last_pool[client] = index
         self.balancer.submitted(index, ref)
-        return ref
+        return ref, status
 
     def ready(self, slot: Slot) -> bool:
         """Whether the call producing ``slot`` has finished (without fetching its value)."""
@@ -158,19 +192,22 @@ class RayDispatcher:
             if not ready:
                 break
             self._reports.popleft()
-            with _lost_workers(), profiling.section("ray.fetch"):
+            with _lost_workers(), _failed_in_worker(_report_of(info)), profiling.section("ray.fetch"):
                 out.append((info, ray.get(ref)))
         return out
 
     def drain(self) -> list[Ready]:
         """Wait for every outstanding report and call; fail with :class:`WorkerLostError` if an actor died."""
-        with _lost_workers(), profiling.section("ray.drain"):
-            out = [(info, ray.get(ref)) for info, ref in self._reports]
+        with profiling.section("ray.drain"):
+            while self._inflight:  # oldest first: the first failure in submission order is raised
+                self._check(*self._inflight.popleft())
+            out = []
+            for info, ref in self._reports:
+                with _lost_workers(), _failed_in_worker(_report_of(info)):
+                    out.append((info, ray.get(ref)))
             self._reports.clear()
-            if self._inflight:
-                ray.wait(list(self._inflight), num_returns=len(self._inflight), fetch_local=False)
-                self._inflight.clear()
-            ray.get([p.pid.remote() for p in self.pools])  # a pool that died after its last call
+            with _lost_workers():
+                ray.get([p.pid.remote() for p in self.pools])  # a pool that died after its last call
         return out
 
     def snapshot(self) -> dict[str, Any]:
@@ -251,6 +288,12 @@ class RayDispatcher:
 
 
 TASK_EVENT_FLUSH_S = 2.0
+
+
+def _report_of(info: dict[str, Any]) -> str:
+    """The call behind a report, as an error message names it (its tags: ``iteration``, ``t``, ...)."""
+    tags = ", ".join(f"{k}={v}" for k, v in info.items() if k in ("iteration", "t", "kind"))
+    return f"the call whose value a report ({tags}) reads"
 
 
 def _finished(ref: ray.ObjectRef) -> bool:

@@ -1,0 +1,101 @@
+"""The example method with a fault planted in its logic, for tests of how a run reports it.
+
+``algorithm.name = "tests.faulty_methods:SERVER_FAILS"``: the server's ``receive`` raises on
+the third arrival. ``...:CLIENT_FAILS``: a client's ``train`` raises in the fourth job; its clients roam
+(``engine.placement = "least-loaded"`` then sends each job to any pool, with its state). ``EVAL_*``: the
+server's ``evaluate`` returns tensors and NumPy scalars, no ``accuracy``, or a vector.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from examples.fedasync_hinge.method import SPEC, HingeClient, HingeClientState, HingePolicy, HingeServer
+from examples.fedasync_hinge.test_fedasync_hinge import SCENARIO, TINY
+from raysfl.scenario import Scenario, load_scenario
+
+METHODS = "tests.faulty_methods"
+# 12 arrivals and at most 32 calls in flight: a fault's run would otherwise end normally
+LONGER = [*TINY, "train.global_iterations=12", "train.eval_every=4"]
+
+
+def faulty_scenario(spec: str, *overrides: str) -> Scenario:
+    """The example's tiny scenario (synthetic data, 12 arrivals) with this module's ``spec`` as method."""
+    return load_scenario(SCENARIO, [*LONGER, f'algorithm.name="{METHODS}:{spec}"', *overrides])
+
+
+class InjectedFaultError(ValueError):
+    """What the planted faults raise."""
+
+
+class ServerFailsOnThirdArrival(HingeServer):
+    def receive(self, client: int, trained: Mapping[str, torch.Tensor]) -> None:
+        if self.version == 2:
+            raise InjectedFaultError(f"planted: receive of client {client}'s model, arrival 3")
+        super().receive(client, trained)
+
+
+class ClientFailsInFourthJob(HingeClient):
+    clients_roam = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.jobs = 0  # jobs this pool ran
+
+    def train(self, st: HingeClientState, weights: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        self.jobs += 1
+        if self.jobs == 4:
+            raise InjectedFaultError("planted: train, job 4")
+        return super().train(st, weights)
+
+
+CLIENT_FAILS = dataclasses.replace(
+    SPEC,
+    name="fedasync_hinge_client_fails",
+    make_client=ClientFailsInFourthJob,
+    state_classes=(ClientFailsInFourthJob, HingeClientState, HingeServer, HingePolicy),
+)
+
+
+class ServerReturnsTensors(HingeServer):
+    """``evaluate`` returns 0-d tensors and NumPy scalars, as a first-time author easily does."""
+
+    def evaluate(self) -> dict[str, Any]:
+        import numpy as np
+
+        out = super().evaluate()
+        return {
+            "accuracy": torch.tensor(out["accuracy"], dtype=torch.float64),
+            "loss": np.float32(out["loss"]),
+            "alpha": 0.5,
+        }
+
+
+class ServerWithoutAccuracy(HingeServer):
+    def evaluate(self) -> dict[str, Any]:
+        out = super().evaluate()
+        return {"acc": out["accuracy"], "loss": out["loss"]}
+
+
+class ServerReturnsAVector(HingeServer):
+    def evaluate(self) -> dict[str, Any]:
+        return {**super().evaluate(), "per_class": torch.zeros(10)}
+
+
+def _with_server(name: str, server: type) -> Any:
+    return dataclasses.replace(
+        SPEC,
+        name=name,
+        make_server=server,
+        state_classes=(HingeClient, HingeClientState, server, HingePolicy),
+    )
+
+
+SERVER_FAILS = _with_server("fedasync_hinge_server_fails", ServerFailsOnThirdArrival)
+EVAL_TENSORS = _with_server("fedasync_hinge_eval_tensors", ServerReturnsTensors)
+EVAL_NO_ACCURACY = _with_server("fedasync_hinge_eval_no_accuracy", ServerWithoutAccuracy)
+EVAL_VECTOR = _with_server("fedasync_hinge_eval_vector", ServerReturnsAVector)

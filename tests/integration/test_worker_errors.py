@@ -1,0 +1,50 @@
+"""An exception raised by a method's logic in a Ray worker ends the run, as on the local backend.
+
+Calls whose results nobody fetches (a server's ``receive``, a job whose model only feeds it) used to be
+waited for, never fetched, so their exceptions vanished and the run went on to a "finished" summary with
+wrong numbers. Each call's status is now fetched once it is done.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from examples.fedasync_hinge.test_fedasync_hinge import SCENARIO
+from raysfl.cli import main
+from raysfl.engine import runner
+from tests.faulty_methods import LONGER, METHODS, InjectedFaultError, faulty_scenario
+
+
+@pytest.mark.parametrize(
+    ("spec", "extra", "call"),
+    [
+        ("SERVER_FAILS", [], "the server's call receive"),
+        ("CLIENT_FAILS", [], "'s call train"),
+        ("CLIENT_FAILS", ["engine.pools=2", "engine.placement=least-loaded"], "'s call train"),
+    ],
+    ids=["server", "client", "roaming-client"],
+)
+def test_an_exception_in_a_worker_ends_the_run_with_its_type_and_the_call(
+    ray_session, tmp_path, spec, extra, call
+):
+    out = tmp_path / "run"
+    with pytest.raises(InjectedFaultError, match="planted") as caught:
+        runner.run(faulty_scenario(spec, *extra), out, backend="ray")
+    notes = "\n".join(getattr(caught.value, "__notes__", []))
+    assert call in notes and "in a Ray worker" in notes
+    assert not (out / "summary.json").exists()  # never reported as finished
+
+
+@pytest.mark.parametrize("spec", ["SERVER_FAILS", "CLIENT_FAILS"])
+def test_the_local_backend_raises_the_same_exception(tmp_path, spec):
+    with pytest.raises(InjectedFaultError, match="planted"):
+        runner.run(faulty_scenario(spec), tmp_path / "run", backend="local")
+    assert not (tmp_path / "run" / "summary.json").exists()
+
+
+def test_the_cli_exits_non_zero_and_says_what_failed(ray_session, tmp_path, capsys):
+    argv = ["run", str(SCENARIO), "--out", str(tmp_path / "run"), *LONGER]
+    argv.append(f'algorithm.name="{METHODS}:SERVER_FAILS"')
+    with pytest.raises(InjectedFaultError):
+        main(argv)
+    assert not Path(tmp_path / "run" / "summary.json").exists()
