@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -14,6 +14,50 @@ from raysfl.api import Policy
 from raysfl.engine.clock import RealtimeClock, VirtualClock
 from raysfl.engine.dispatch import Dispatcher
 from raysfl.engine.queue import EventQueue
+
+REQUIRED_METRICS = ("accuracy", "loss")
+
+
+def metric_values(metrics: Any) -> dict[str, Any]:
+    """A report's value (what the server's ``evaluate`` returned) as the metric columns of its row.
+
+    ``evaluate`` returns a mapping with at least ``accuracy`` and ``loss``; every value is a number, a
+    string, a bool or ``None``. A 0-d tensor or a NumPy scalar (``torch.tensor(0.5)``, ``np.float32(0.5)``)
+    is read as the Python number it holds, so the row writes to ``metrics.parquet`` and ``summary.json``
+    as the same value would have.
+
+    Example:
+        >>> import numpy as np
+        >>> metric_values({"accuracy": np.float32(0.5), "loss": 2, "note": "warm-up"})
+        {'accuracy': 0.5, 'loss': 2, 'note': 'warm-up'}
+
+    Raises:
+        TypeError: ``metrics`` is not a mapping, or a value is of another type (the message names the key).
+        ValueError: ``accuracy`` or ``loss`` is missing (the message lists the keys there are).
+    """
+    if not isinstance(metrics, Mapping):
+        raise TypeError(
+            f"evaluate returned a {type(metrics).__name__}; it must return a mapping of metric names to "
+            "numbers, with at least 'accuracy' and 'loss'"
+        )
+    out: dict[str, Any] = {}
+    for key, value in metrics.items():
+        if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # 0-d tensor / array, NumPy scalar
+            value = value.item()
+        if value is not None and not isinstance(value, (int, float, str, bool)):
+            shape = f" of shape {tuple(value.shape)}" if hasattr(value, "shape") else ""
+            raise TypeError(
+                f"evaluate returned {key!r} = a {type(value).__name__}{shape}; a metric is one number "
+                "(int or float), a string or a bool"
+            )
+        out[str(key)] = value
+    missing = [k for k in REQUIRED_METRICS if k not in out]
+    if missing:
+        raise ValueError(
+            f"evaluate returned no {' and no '.join(map(repr, missing))} (its keys: "
+            f"{', '.join(map(repr, out)) or 'none'}); it returns at least 'accuracy' and 'loss'"
+        )
+    return out
 
 
 class Sink(Protocol):
@@ -153,9 +197,9 @@ class Coordinator:
             else:
                 raise RuntimeError(f"unknown action {a!r}")
 
-    def _deliver(self, ready: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
+    def _deliver(self, ready: list[tuple[dict[str, Any], Any]]) -> None:
         for info, metrics in ready:
-            row = {**info, **metrics, "wall_s": time.monotonic() - self._wall0}
+            row = {**info, **metric_values(metrics), "wall_s": time.monotonic() - self._wall0}
             self.totals.evals.append(row)
             with profiling.section("coordinator.sinks"):
                 for s in self.sinks:

@@ -1,0 +1,59 @@
+"""What a method's ``evaluate`` returns becomes a metrics row: numbers in, at least accuracy and loss.
+
+0-d tensors and NumPy scalars used to be dropped from metrics.parquet (the run then crashed writing
+summary.json); a mapping without ``accuracy`` made a run that "finished no evaluation".
+"""
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from examples.fedasync_hinge.test_fedasync_hinge import SCENARIO
+from raysfl.engine import runner
+from raysfl.engine.loop import metric_values
+from raysfl.scenario import load_scenario
+from tests.faulty_methods import LONGER, faulty_scenario
+
+
+def test_tensor_and_numpy_scalars_from_evaluate_are_written_as_numbers(tmp_path):
+    plain = runner.run(load_scenario(SCENARIO, LONGER), tmp_path / "plain", backend="local")
+    scalars = runner.run(faulty_scenario("EVAL_TENSORS"), tmp_path / "scalars", backend="local")
+    assert scalars["final_accuracy"] == plain["final_accuracy"] is not None
+    table = pq.read_table(tmp_path / "scalars" / "metrics.parquet")
+    assert {"accuracy", "loss", "alpha"} <= set(table.column_names)
+    assert (
+        table.column("accuracy").to_pylist()
+        == pq.read_table(tmp_path / "plain" / "metrics.parquet").column("accuracy").to_pylist()
+    )
+    assert (
+        json.loads((tmp_path / "scalars" / "summary.json").read_text())["final_accuracy"]
+        == (plain["final_accuracy"])
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "error", "message"),
+    [
+        ("EVAL_NO_ACCURACY", ValueError, r"evaluate returned no 'accuracy' \(its keys: 'acc', 'loss'\)"),
+        ("EVAL_VECTOR", TypeError, r"evaluate returned 'per_class' = a Tensor of shape \(10,\)"),
+    ],
+)
+def test_evaluate_must_return_accuracy_loss_and_numbers(tmp_path, spec, error, message):
+    with pytest.raises(error, match=message):
+        runner.run(faulty_scenario(spec), tmp_path / "run", backend="local")
+
+
+def test_metric_values_reads_scalars_and_names_what_is_wrong():
+    import numpy as np
+    import torch
+
+    row = metric_values({"accuracy": torch.tensor(0.25, dtype=torch.float64), "loss": np.int64(3), "x": None})
+    assert row == {"accuracy": 0.25, "loss": 3, "x": None}
+    assert type(row["accuracy"]) is float and type(row["loss"]) is int
+    with pytest.raises(TypeError, match=r"evaluate returned a tuple; it must return a mapping"):
+        metric_values((0.5, 1.0))
+    with pytest.raises(TypeError, match=r"'hist' = a list; a metric is one number"):
+        metric_values({"accuracy": 0.5, "loss": 1.0, "hist": [1, 2]})
+    with pytest.raises(ValueError, match=r"no 'accuracy' and no 'loss' \(its keys: none\)"):
+        metric_values({})
