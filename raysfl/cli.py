@@ -458,6 +458,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(f"report: {err}") from None
     for path, reason in report.skipped:
         print(f"report: skipped {path}: {reason}", file=sys.stderr)
+    for warning in report.warnings:
+        print(f"report: warning: {warning}", file=sys.stderr)
     n_runs = sum(len(g.runs) for g in report.groups)
     print(
         f"report: {n_runs} runs in {len(report.groups)} groups; wrote {report.path} and "

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from raysfl.report.figures import AXIS_TITLES, accuracy_figure, save
@@ -41,6 +41,7 @@ from raysfl.report.runs import (
     group_runs,
     label,
     mean_std,
+    one_run_per_seed,
 )
 
 REPORT_FILE = "report.md"
@@ -70,6 +71,7 @@ class Report:
     figures: list[Path]
     groups: list[Group]
     skipped: list[tuple[Path, str]]
+    warnings: list[str] = field(default_factory=list)  # e.g. a --paired method that paired with nothing
 
 
 def group_stats(
@@ -203,6 +205,8 @@ def write_report(
             f"no finished runs under {', '.join(map(str, paths))}" + (f" ({why})" if why else "")
         )
     runs, skipped = _with_metric(runs, skipped, metric)
+    runs, repeats = one_run_per_seed(runs)
+    skipped += repeats
     groups = group_runs(runs)
     docs = [g.scenario for g in groups]
     varying = differing_fields(docs)
@@ -252,9 +256,14 @@ def write_report(
         )
     if last:
         lines[-1] += f" Last-{last} {short}: each run's mean over its last {last} evaluations."
+    paired_somewhere: set[str] = set()
     for i, (setting_label, members) in enumerate(settings.items(), start=1):
         lines += ["", f"## {setting_label}", ""]
         names = [method_names[id(g)] for g in members]
+        for pairing in pairings:
+            others = set(names) - {pairing.baseline}
+            if pairing.baseline in names and others & set(pairing.methods or others):
+                paired_somewhere.add(pairing.baseline)
         lines += per_seed_table(members, names, target, x, last, metric) + [""]
         for pairing in pairings:
             lines += paired_table(members, names, pairing.baseline, last, metric, pairing.methods)
@@ -271,7 +280,13 @@ def write_report(
         lines += ["", "## Skipped", ""] + [f"- `{p}`: {reason}" for p, reason in skipped]
     report = out / REPORT_FILE
     report.write_text("\n".join(lines) + "\n")
-    return Report(report, figures, groups, skipped)
+    warnings = [
+        f"--paired {p.baseline!r}: no setting has it and a method to pair with it (the settings split "
+        f"by {', '.join(setting_keys) or 'nothing'}); nothing was paired"
+        for p in pairings
+        if p.baseline not in paired_somewhere
+    ]
+    return Report(report, figures, groups, skipped, warnings)
 
 
 def _with_metric(

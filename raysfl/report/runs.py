@@ -223,6 +223,29 @@ def find_runs(paths: Sequence[str | Path]) -> tuple[list[Run], list[tuple[Path, 
     return runs, skipped
 
 
+def one_run_per_seed(runs: Sequence[Run]) -> tuple[list[Run], list[tuple[Path, str]]]:
+    """The runs with each (group, seed) once, and the repeats left out, each with the run it repeats.
+
+    Statistics are over seeds: a second run of a setting's seed (a sweep run twice into two folders, or a
+    folder given twice) is not another sample. The first run found is kept, in the order of ``runs``.
+    """
+    kept: list[Run] = []
+    first: dict[tuple[str, int], Run] = {}
+    repeats: list[tuple[Path, str]] = []
+    for run in runs:
+        key = (group_key(run.scenario), run.seed)
+        if key not in first:
+            first[key] = run
+            kept.append(run)
+        elif run.path.resolve() == first[key].path.resolve():
+            repeats.append((run.path, "found twice under the given paths: counted once"))
+        else:
+            repeats.append(
+                (run.path, f"the same setting and seed {run.seed} as {first[key].path}: counted once")
+            )
+    return kept, repeats
+
+
 def group_runs(runs: Sequence[Run]) -> list[Group]:
     """Runs grouped by :func:`group_key`, in the order their first run appears."""
     groups: dict[str, Group] = {}

@@ -420,6 +420,39 @@ def test_a_pair_missing_from_a_setting_says_so(runs):
     assert "| gas | +8.00 | +30.00 | +19.00 ± 15.56 (11.00) | 2 / 0 |" in lines
 
 
+def test_a_repeated_seed_is_counted_once_and_listed_as_skipped(runs, tmp_path, capsys):
+    import shutil
+
+    again = tmp_path / "again"
+    shutil.copytree(runs / "fedavg_s1", again / "fedavg_s1")  # a second run of fedavg's seed 1
+    out = tmp_path / "rep"
+    assert main(["report", str(runs), str(again), str(runs / "gas_s1"), "--out", str(out)]) == 0
+    text = (out / "report.md").read_text()
+    # fedavg: seeds 1 and 2 only (finals 0.62, 0.50), not three samples 0.62, 0.50, 0.62
+    assert "| data.partition=shard | fedavg | 2 | 56.00 ± 8.49 |" in text
+    assert "| data.partition=shard | gas | 3 |" in text
+    repeat = f"the same setting and seed 1 as {runs / 'fedavg_s1'}: counted once"
+    assert f"- `{again / 'fedavg_s1'}`: {repeat}" in text
+    assert f"- `{runs / 'gas_s1'}`: found twice under the given paths: counted once" in text
+    assert "counted once" in capsys.readouterr().err
+
+
+def test_a_baseline_that_pairs_with_nothing_is_warned_about(tmp_path, capsys):
+    root = tmp_path / "runs"
+    curve = [(0, 0.0, 0.1), (1, 1.0, 0.5)]
+    make_run(root, "gas_iid", _scenario("gas", 1, "iid"), curve)
+    make_run(root, "gas_shard", _scenario("gas", 1, "shard"), curve)
+    make_run(root, "fedavg_dir", _scenario("fedavg", 1, "dirichlet"), curve)  # a setting of its own
+    argv = ["report", str(root), "--out", str(tmp_path / "rep"), "--paired", "fedavg", "--paired", "gas"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert (
+        "report: warning: --paired 'fedavg': no setting has it and a method to pair with it (the settings "
+        "split by data.partition); nothing was paired" in err
+    )
+    assert "'gas'" in err and err.count("report: warning:") == 2
+
+
 def test_a_tie_counts_neither_ahead_nor_behind(tmp_path):
     from raysfl.report.paired import paired_table
 
