@@ -117,10 +117,24 @@ def _plan_doc(sweep: Sweep, rows: list[tuple[str, dict[str, Any], TrialResources
     }
 
 
-def _check_out(out: Path, plan_doc: dict[str, Any], resume: bool) -> None:
-    status = out / STATUS_FILE
-    if not status.is_file():
-        if resume and out.exists() and any(out.iterdir()):
+def check_out(out: Path, resume: bool) -> None:
+    """Refuse an ``--out`` that holds a sweep (without ``resume``) or none to resume (with it).
+
+    Needs no Ray, so a wrong ``--out`` is refused before Ray starts.
+
+    ``--resume`` accepts an empty ``out`` (a sweep stopped before it wrote anything), but not a path that
+    does not exist: a mistyped ``--out`` would otherwise run the whole sweep again.
+
+    Raises:
+        SweepStateError: naming ``out`` and what to do instead.
+    """
+    if not (out / STATUS_FILE).is_file():
+        if resume and not out.exists():
+            raise SweepStateError(
+                f"--resume: {out} does not exist; name the sweep's output directory, or start the sweep "
+                "without --resume"
+            )
+        if resume and any(out.iterdir()):
             raise SweepStateError(f"--resume: {out} holds no sweep ({STATUS_FILE} is missing)")
         return
     if not resume:
@@ -128,6 +142,13 @@ def _check_out(out: Path, plan_doc: dict[str, Any], resume: bool) -> None:
             f"{out} already holds a sweep; nothing was changed in it. Continue it with --resume, or pick "
             "another --out."
         )
+
+
+def _check_same_sweep(out: Path, plan_doc: dict[str, Any]) -> None:
+    """On ``--resume``: refuse a sweep file that no longer plans the trials recorded in ``out``."""
+    status = out / STATUS_FILE
+    if not status.is_file():
+        return
     old = json.loads(status.read_text()).get("trials", {})
     new = plan_doc["trials"]
     changed = sorted(set(old) ^ set(new)) + sorted(
@@ -227,11 +248,13 @@ def run_sweep(
     from raysfl.sweep.trial import run_trial
 
     out = out.resolve()
+    check_out(out, resume)
     ensure_ray(address)
     cluster = {k: float(v) for k, v in ray.cluster_resources().items()}
     rows = plan(sweep, cluster, trial_cpus)
     plan_doc = _plan_doc(sweep, rows)
-    _check_out(out, plan_doc, resume)
+    if resume:
+        _check_same_sweep(out, plan_doc)
     out.mkdir(parents=True, exist_ok=True)
     write_status(out, plan_doc, {})
     resolved_data = data_dir or os.environ.get("RAYSFL_DATA")

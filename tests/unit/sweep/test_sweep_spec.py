@@ -251,7 +251,7 @@ def test_resume_accepts_a_sweep_recorded_before_an_option_was_added(tmp_path):
     import json
 
     from raysfl.config import dumps_toml
-    from raysfl.sweep.execute import SweepStateError, _check_out
+    from raysfl.sweep.execute import SweepStateError, _check_same_sweep
 
     _, doc, out, status = _recorded_sweep(tmp_path)
     a, b, c = list(doc["trials"])[:3]
@@ -264,11 +264,34 @@ def test_resume_accepts_a_sweep_recorded_before_an_option_was_added(tmp_path):
     (out / b / "config.toml").write_text(dumps_toml(old["trials"][b].pop("scenario")))
     del old["trials"][c]["scenario"]
     status.write_text(json.dumps(old))
-    _check_out(out, doc, resume=True)  # accepted: the same sweep under today's schema
+    _check_same_sweep(out, doc)  # accepted: the same sweep under today's schema
 
     changed = json.loads(json.dumps(old))
     changed["trials"][a]["scenario"]["train"]["lr"] = 0.5  # really another scenario
     changed["trials"][c]["set"]["seed"] = 99  # really another sweep file
     status.write_text(json.dumps(changed))
     with pytest.raises(SweepStateError, match=f"trials that differ: {a}, {c}"):
-        _check_out(out, doc, resume=True)
+        _check_same_sweep(out, doc)
+
+
+def test_the_output_directory_is_checked_before_ray_starts(tmp_path, capsys, monkeypatch):
+    """A mistyped --out with --resume is refused (it used to run the whole sweep again); so is a used one."""
+    import raysfl.engine.cluster
+    from raysfl.cli import main
+    from raysfl.sweep.execute import STATUS_FILE
+
+    def no_ray(*_args, **_kwargs):
+        raise AssertionError("Ray was started before --out was checked")
+
+    monkeypatch.setattr(raysfl.engine.cluster, "ensure_ray", no_ray)
+
+    sweep = _write(tmp_path, GOOD)
+    missing = tmp_path / "no-such-sweep"
+    assert main(["sweep", str(sweep), "--resume", "--out", str(missing)]) == 2
+    assert f"--resume: {missing} does not exist; name the sweep's output directory" in capsys.readouterr().err
+    assert not missing.exists()
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / STATUS_FILE).write_text("{}")
+    assert main(["sweep", str(sweep), "--out", str(used)]) == 2
+    assert f"{used} already holds a sweep" in capsys.readouterr().err
