@@ -173,10 +173,16 @@ def _candidates(path: Path) -> Iterable[Path]:
         yield from _candidates(child)
 
 
+def _failure(trial: dict[str, Any]) -> str:
+    """A failed sweep trial's reason: the first line of its recorded error (the rest is in sweep.json)."""
+    first = str(trial.get("error", "")).partition("\n")[0]
+    return f"failed: {first}".rstrip(": ")
+
+
 def _why_not(run_dir: Path, trial: dict[str, Any] | None) -> str | None:
     """Why ``run_dir`` is not a finished run (``None`` when it is one)."""
     if trial is not None and trial.get("status") == "failed":
-        return f"failed: {trial.get('error', '')}".rstrip(": ")
+        return _failure(trial)
     summary = run_dir / "summary.json"
     if not summary.is_file():
         return "unfinished (no summary.json)"
@@ -218,7 +224,7 @@ def find_runs(paths: Sequence[str | Path]) -> tuple[list[Run], list[tuple[Path, 
                 skipped.append((run_dir, reason))
         for name, trial in (sweeps[root] if root in sweeps else _sweep_trials(root)).items():
             if root / name not in seen and trial.get("status") != "finished":
-                reason = f"failed: {trial.get('error', '')}" if trial.get("status") == "failed" else "not run"
+                reason = _failure(trial) if trial.get("status") == "failed" else "not run"
                 skipped.append((root / name, reason))
     return runs, skipped
 

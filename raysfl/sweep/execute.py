@@ -181,16 +181,31 @@ def _same_trial(old: dict[str, Any], new: dict[str, Any], run_dir: Path) -> bool
     return old.get("set") == json.loads(json.dumps(new["set"]))
 
 
+MAX_ERROR_CHARS = 4000
+
+
 def _root_cause(err: BaseException) -> str:
-    """The user-facing message of a trial's error: its innermost cause, type and first line."""
+    """The user-facing message of a trial's error: its innermost cause's type and whole message.
+
+    The whole message, not its first line: a missing dataset's error lists the places searched on the
+    lines after it (``sweep.json`` keeps it, capped at :data:`MAX_ERROR_CHARS`; the terminal shows the
+    first line, :func:`first_line`).
+    """
     seen = err
     while getattr(seen, "cause", None) is not None and seen.cause is not seen:  # RayTaskError chains
         seen = seen.cause
     if seen is err and err.__cause__ is not None:
         seen = err.__cause__
-    text = str(seen).strip().splitlines()
-    first = next((line for line in text if line.strip()), "")
-    return f"{type(seen).__name__}: {first}" if first else type(seen).__name__
+    text = "\n".join(line.rstrip() for line in str(seen).strip().splitlines()).strip()
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[:MAX_ERROR_CHARS] + " [...]"
+    return f"{type(seen).__name__}: {text}" if text else type(seen).__name__
+
+
+def first_line(message: str) -> str:
+    """The first line of a recorded error, marked when more follows."""
+    head, _, rest = message.partition("\n")
+    return head + (f" [{len(rest.splitlines())} more lines in {STATUS_FILE}]" if rest else "")
 
 
 def _trial_status(out: Path, name: str) -> str:
@@ -322,7 +337,7 @@ def print_outcome(result: SweepResult, sweep_path: str, trial_cpus: float | None
     """
     print(f"sweep: {len(result.finished)} trial(s) finished, outputs in {result.out}")
     for name, error in result.failed.items():
-        print(f"sweep: trial {name} failed: {error}", file=sys.stderr)
+        print(f"sweep: trial {name} failed: {first_line(error)}", file=sys.stderr)
     if result.failed:
         print(
             f"sweep: {len(result.failed)} trial(s) failed: {', '.join(result.failed)} (details in "

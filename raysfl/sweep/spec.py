@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -258,6 +259,7 @@ def load_sweep(path: str | Path) -> Sweep:
             if key in seen:
                 problems.append(f"{axis.name}: key {key!r} is already swept by axis {seen[key]}")
             seen[key] = axis.name
+        problems += _repeated_points(axis)
     name = raw.get("name", p.stem)
     description = raw.get("description", "")
     if not isinstance(name, str) or not name or _SAFE.search(name):
@@ -268,6 +270,21 @@ def load_sweep(path: str | Path) -> Sweep:
     if problems:
         raise ConfigError(problems, source=str(p))
     return Sweep(p, str(name), str(description), base_path, dict(settings), tuple(axes), tuple(trials))
+
+
+def _repeated_points(axis: Axis) -> list[str]:
+    """A problem per point that ``axis`` lists twice (``seed = [1, 1]``): it would run one trial twice."""
+    points = [json.dumps(point, sort_keys=True, default=str) for point in axis.values]
+    repeated = sorted({i for i, point in enumerate(points) if points.index(point) != i})
+    if axis.keys == (axis.name,):  # a [grid] axis, named as its problems are
+        where = f"grid.{axis.name!r}" if "." in axis.name else f"grid.{axis.name}"
+    else:
+        where = f"link.{axis.name}"
+    return [
+        f"{where}: {', '.join(axis.keys)} = {', '.join(map(repr, axis.values[i]))} is listed twice; each "
+        "point of an axis runs once"
+        for i in repeated
+    ]
 
 
 def _expand(

@@ -114,6 +114,23 @@ seed = []
     assert "link.data: linked axes must have the same length; data.dataset has 2, model.name has 1" in joined
 
 
+def test_a_point_listed_twice_is_refused_naming_the_axis(tmp_path):
+    text = """
+base = "scen/tiny.toml"
+[grid]
+seed = [1, 2, 1]
+[link.lr]
+"train.lr" = [0.1, 0.01, 0.1]
+"train.momentum" = [0.9, 0.9, 0.0]
+"""
+    # the link axis's third point differs in momentum: not a repeat
+    once = "each point of an axis runs once"
+    assert _problems(tmp_path, text) == [f"grid.seed: seed = 1 is listed twice; {once}"]
+    text = text.replace("[0.9, 0.9, 0.0]", "[0.9, 0.9, 0.9]")
+    link = "link.lr: train.lr, train.momentum = 0.1, 0.9"
+    assert _problems(tmp_path, text)[-1] == f"{link} is listed twice; {once}"
+
+
 def test_a_grid_value_invalid_for_one_method_names_the_trial_and_the_field(tmp_path):
     text = 'base = "scen/tiny.toml"\n[grid]\n"algorithm.name" = ["gas", "fedavg"]\nseed = [1, 2]\n'
     problems = _problems(tmp_path, text)
@@ -295,3 +312,26 @@ def test_the_output_directory_is_checked_before_ray_starts(tmp_path, capsys, mon
     (used / STATUS_FILE).write_text("{}")
     assert main(["sweep", str(sweep), "--out", str(used)]) == 2
     assert f"{used} already holds a sweep" in capsys.readouterr().err
+
+
+def test_a_failed_trial_keeps_its_whole_message_and_the_terminal_shows_its_first_line(tmp_path, capsys):
+    from raysfl.sweep.execute import _root_cause
+
+    class DataMissingError(Exception):
+        pass
+
+    class TaskError(Exception):  # Ray's RayTaskError chains the worker's exception as .cause
+        def __init__(self, cause: BaseException) -> None:
+            super().__init__("ray::trial() failed\n  traceback ...")
+            self.cause = cause
+
+    cause = DataMissingError("MNIST: no readable copy found. Looked in:\n  /a/mnist\n  /b/mnist\n")
+    recorded = _root_cause(TaskError(cause))
+    assert recorded == "DataMissingError: MNIST: no readable copy found. Looked in:\n  /a/mnist\n  /b/mnist"
+    result = SweepResult(tmp_path, finished=[], failed={"mnist": recorded}, unfinished=[])
+    assert print_outcome(result, "s.toml") == 1
+    err = capsys.readouterr().err
+    assert (
+        "sweep: trial mnist failed: DataMissingError: MNIST: no readable copy found. Looked in: "
+        "[2 more lines in sweep.json]" in err
+    )
