@@ -437,7 +437,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if args.target is not None and not 0.0 < args.target <= 1.0:
         raise UsageError(f"--target: {args.target} must be an accuracy in (0, 1], e.g. 0.6 for 60 %")
-    if args.last < 0:
+    if args.last is not None and args.last < 1:
         raise UsageError(f"--last: {args.last} must be >= 1 (evaluations at the end of each run)")
     out = Path(args.out) if args.out else Path(args.runs[0]) / "report"
     # shell-quoted, so the recorded command reruns as it stands ("A vs B" pairings hold spaces)
@@ -450,7 +450,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             target=args.target,
             x=args.x,
             command=command,
-            last=args.last,
+            last=args.last or 0,
             paired=paired,
             metric=args.metric,
         )
@@ -573,7 +573,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--last",
         type=int,
-        default=0,
         metavar="K",
         help="add a column: each run's mean accuracy over its last K evaluations, mean ± std over seeds",
     )

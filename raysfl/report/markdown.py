@@ -280,7 +280,14 @@ def write_report(
         lines += ["", "## Skipped", ""] + [f"- `{p}`: {reason}" for p, reason in skipped]
     report = out / REPORT_FILE
     report.write_text("\n".join(lines) + "\n")
-    warnings = [
+    counts = [n for n in (len(r.curve("iteration", metric)[1]) for r in runs) if 0 < n < last]
+    warnings: list[str] = []
+    if counts:
+        warnings.append(
+            f"--last {last}: {len(counts)} run(s) have fewer evaluations (the fewest: {min(counts)}); "
+            f"their last-{last} mean is over all their evaluations, the initial model's included"
+        )
+    warnings += [
         f"--paired {p.baseline!r}: no setting has it and a method to pair with it (the settings split "
         f"by {', '.join(setting_keys) or 'nothing'}); nothing was paired"
         for p in pairings

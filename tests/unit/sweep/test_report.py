@@ -110,7 +110,7 @@ def test_mean_std_and_time_to_target_equal_a_hand_computation(runs):
     assert single.final == (0.9, None) and single.reached == 0
 
 
-def test_last_k_column_is_the_seed_mean_of_each_runs_tail_mean(runs, tmp_path):
+def test_last_k_column_is_the_seed_mean_of_each_runs_tail_mean(runs, tmp_path, capsys):
     groups = {g.runs[0].path.name: g for g in group_runs(find_runs([runs])[0])}
     gas = group_stats(groups["gas_s1"], target=None, last=2)
     # per run: (0.5 + 0.7) / 2 = 0.6, (0.65 + 0.8) / 2 = 0.725, (0.3 + 0.45) / 2 = 0.375
@@ -126,7 +126,15 @@ def test_last_k_column_is_the_seed_mean_of_each_runs_tail_mean(runs, tmp_path):
     text = (out / "report.md").read_text()
     assert "| final acc % | best acc % | last-2 acc % | paper acc % |" in text
     assert f"| data.partition=shard | gas | 3 | 65.00 ± 18.03 | 65.00 ± 18.03 | {100 * mean:.2f} ± " in text
-    assert main(["report", str(runs), "--out", str(out), "--last", "-1"]) == 2
+    for bad in ("-1", "0"):  # 0 used to be taken silently as "no column"
+        assert main(["report", str(runs), "--out", str(out), "--last", bad]) == 2
+        assert f"--last: {bad} must be >= 1" in capsys.readouterr().err
+    # more than some runs have: said, with how the column then reads them (each run here has 3)
+    assert main(["report", str(runs), "--out", str(out), "--last", "5"]) == 0
+    assert (
+        "report: warning: --last 5: 6 run(s) have fewer evaluations (the fewest: 3); their last-5 mean is "
+        "over all their evaluations, the initial model's included" in capsys.readouterr().err
+    )
 
 
 def test_mean_curve_interpolates_seeds_onto_one_grid():
