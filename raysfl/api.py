@@ -84,6 +84,30 @@ def missing_members(obj: Any, protocol: type) -> list[str]:
     return [m for m in members(protocol) if not callable(getattr(obj, m, None))]
 
 
+def signature_mismatches(obj: Any, protocol: type) -> list[str]:
+    """Members of ``obj`` (a class or an instance) that cannot be called as ``protocol`` calls them.
+
+    Example: ``init_state(self, client, indices)`` for ``ClientLogic.init_state(client, indices, seed_seq)``
+    gives ``["init_state(self, client, indices) cannot take (client, indices, seed_seq)"]``.
+    """
+    out = []
+    for name in members(protocol):
+        impl = getattr(obj, name, None)
+        if not callable(impl):
+            continue
+        try:
+            sig = inspect.signature(impl)
+        except (TypeError, ValueError):  # a builtin or C callable: nothing to read
+            continue
+        wanted = list(inspect.signature(getattr(protocol, name)).parameters)[1:]  # without self
+        needs_self = isinstance(obj, type) and inspect.isfunction(inspect.getattr_static(obj, name, None))
+        try:
+            sig.bind(*([None] * (len(wanted) + needs_self)))
+        except TypeError:
+            out.append(f"{name}{sig} cannot take ({', '.join(wanted)})")
+    return out
+
+
 def _built_class(factory: Any) -> type | None:
     """The class a factory builds, when it says: the factory itself, or its resolvable return annotation."""
     if isinstance(factory, type):
@@ -108,7 +132,8 @@ def check_spec(spec: Any, where: str = "algorithm.name") -> list[str]:
 
     Checks that ``spec`` is an :class:`AlgorithmSpec`, that ``params`` is a dataclass, that the factories
     are callables and that each factory whose built class is known (a class, or a function annotated
-    with one) builds a class providing every member of its protocol.
+    with one) builds a class providing every member of its protocol, each callable with the protocol's
+    arguments.
     """
     import dataclasses
 
@@ -126,6 +151,11 @@ def check_spec(spec: Any, where: str = "algorithm.name") -> list[str]:
         missing = missing_members(cls, protocol) if cls is not None else []
         if missing:
             problems.append(_missing_message(where, cls.__qualname__, field, protocol, missing))
+        for mismatch in signature_mismatches(cls, protocol) if cls is not None else []:
+            problems.append(
+                f"{where}: {field} builds {cls.__qualname__}, whose {mismatch} as raysfl.api."
+                f"{protocol.__name__} calls it"
+            )
     for field in ("validate", "single_pool"):
         if getattr(spec, field) is not None and not callable(getattr(spec, field)):
             problems.append(f"{where}: AlgorithmSpec {spec.name!r}.{field} is not callable")
@@ -138,12 +168,22 @@ def check_spec(spec: Any, where: str = "algorithm.name") -> list[str]:
 
 
 def check_logic(obj: Any, protocol: type, spec: AlgorithmSpec) -> Any:
-    """``obj`` when it provides every member of ``protocol``, else a ``TypeError`` naming the missing ones."""
+    """``obj`` when it provides every member of ``protocol``, callable with its arguments.
+
+    Raises:
+        TypeError: naming the members ``obj`` lacks, or those it cannot call as ``protocol`` does.
+    """
     missing = missing_members(obj, protocol)
+    field = next(f for f, p in ROLES if p is protocol)
+    where = f"AlgorithmSpec {spec.name!r}"
     if missing:
-        field = next(f for f, p in ROLES if p is protocol)
-        where = f"AlgorithmSpec {spec.name!r}"
         raise TypeError(_missing_message(where, type(obj).__qualname__, field, protocol, missing))
+    mismatches = signature_mismatches(obj, protocol)
+    if mismatches:
+        raise TypeError(
+            f"{where}: {field} builds {type(obj).__qualname__}, whose {'; '.join(mismatches)} as "
+            f"raysfl.api.{protocol.__name__} calls it"
+        )
     return obj
 
 

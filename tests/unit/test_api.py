@@ -90,6 +90,31 @@ def test_logic_built_without_a_member_is_refused_when_built():
         check_logic(Half(), ServerLogic, spec)
 
 
+def test_a_protocol_member_with_the_wrong_arguments_is_refused_at_load_and_when_built():
+    import dataclasses
+
+    class TwoArgClient:
+        def init_state(self, client, indices):  # seed_seq forgotten
+            return None
+
+    class Flexible:
+        def init_state(self, *args):
+            return None
+
+    spec = dataclasses.replace(ALGORITHMS["fedasync"], make_client=TwoArgClient)
+    (problem,) = check_spec(spec)
+    assert problem == (
+        "algorithm.name: make_client builds "
+        f"{TwoArgClient.__qualname__}, whose init_state(self, client, indices) cannot take "
+        "(client, indices, seed_seq) as raysfl.api.ClientLogic calls it"
+    )
+    wrong = r"init_state\(client, indices\) cannot take \(client, indices, seed_seq\)"
+    with pytest.raises(TypeError, match=wrong):
+        check_logic(TwoArgClient(), ClientLogic, spec)
+    assert check_logic(Flexible(), ClientLogic, spec) is not None
+    assert check_spec(dataclasses.replace(spec, make_client=Flexible)) == []
+
+
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
