@@ -99,3 +99,37 @@ SERVER_FAILS = _with_server("fedasync_hinge_server_fails", ServerFailsOnThirdArr
 EVAL_TENSORS = _with_server("fedasync_hinge_eval_tensors", ServerReturnsTensors)
 EVAL_NO_ACCURACY = _with_server("fedasync_hinge_eval_no_accuracy", ServerWithoutAccuracy)
 EVAL_VECTOR = _with_server("fedasync_hinge_eval_vector", ServerReturnsAVector)
+
+
+class PolicyWithMistakes(HingePolicy):
+    """One of a first-time author's mistakes, chosen by ``algorithm.params.b`` (the hinge's b, unused here).
+
+    b = 90: ``start()`` forgets its ``return``; 91: ``on_event`` returns a bare ``Call``; 92: a call reads a
+    slot nobody produced; 93: ``Call(CLIENT, HingeServer.send_model)``; 94: an event in the past.
+    """
+
+    def start(self) -> Any:
+        actions = super().start()
+        return None if self.setup.params.b == 90 else actions
+
+    def on_event(self, ev: Any) -> Any:
+        from raysfl.api import CLIENT, SERVER, Call, Schedule, Slot
+
+        mistake = self.setup.params.b
+        if mistake == 91:
+            return Call(SERVER, HingeServer.evaluate)
+        if mistake == 92:
+            return [Call(SERVER, HingeServer.receive, (ev.client, Slot(("nope", 2))))]
+        if mistake == 93:
+            return [Call(CLIENT, HingeServer.send_model, (ev.client,), client=ev.client)]
+        if mistake == 94:
+            return [Schedule(ev.t - 1.0, "arrival", ev.client)]
+        return super().on_event(ev)
+
+
+MISTAKES = dataclasses.replace(
+    SPEC,
+    name="fedasync_hinge_mistakes",
+    make_policy=PolicyWithMistakes,
+    state_classes=(HingeClient, HingeClientState, HingeServer, PolicyWithMistakes),
+)

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from raysfl.algorithms.actions import SERVER, Call, Report, Slot
 from raysfl.engine.hosts import ClientHost, ServerHost
+from raysfl.engine.policy_errors import unfilled_slot
 from raysfl.engine.snapshot import capture, rebuild
 
 Ready = tuple[dict[str, Any], dict[str, Any]]  # (report info, metrics)
@@ -99,8 +100,12 @@ class LocalDispatcher:
         self.slots: dict[tuple[Any, ...], Any] = {}
         self._ready: list[Ready] = []
 
-    def _resolve(self, arg: Any) -> Any:
-        return self.slots[arg.name] if isinstance(arg, Slot) else arg
+    def _resolve(self, arg: Any, use: str = "passed a call") -> Any:
+        if not isinstance(arg, Slot):
+            return arg
+        if arg.name not in self.slots:
+            raise unfilled_slot(arg.name, use)
+        return self.slots[arg.name]
 
     def call(self, action: Call) -> None:
         """Execute now."""
@@ -121,13 +126,13 @@ class LocalDispatcher:
 
     def fetch(self, slot: Slot) -> Any:
         """The value itself; the slot is freed."""
-        if slot.name not in self.slots:
-            raise RuntimeError(f"invariant broken: slot {slot.name} fetched before any call produced it")
-        return self.slots.pop(slot.name)
+        value = self._resolve(slot, "fetched")
+        self.slots.pop(slot.name)
+        return value
 
     def report(self, action: Report) -> None:
         """The value is already there."""
-        self._ready.append((action.info, self.slots[action.slot.name]))
+        self._ready.append((action.info, self._resolve(action.slot, "reported")))
 
     def poll(self) -> list[Ready]:
         """Everything reported so far."""

@@ -21,6 +21,7 @@ import torch
 from raysfl import profiling
 from raysfl.algorithms.base import AlgorithmSpec, RunSetup
 from raysfl.api import ClientLogic, ServerLogic, check_logic
+from raysfl.engine.policy_errors import PolicyError
 from raysfl.engine.rng import seed_sequence, torch_seed
 from raysfl.engine.snapshot import capture, rebuild
 from raysfl.methods import resolve
@@ -110,12 +111,19 @@ def owned_setup(setup: RunSetup) -> RunSetup:
     return dataclasses.replace(setup, label_hist=hist, client_indices=indices)
 
 
-def _method(logic: Any, name: str) -> Any:
-    """The bound method ``name`` of ``logic``, or a ``RuntimeError`` naming what the policy asked for."""
+def _method(logic: Any, name: str, role: str) -> Any:
+    """The bound method ``name`` of ``logic`` (the ``role`` logic), or an error naming what the policy asked.
+
+    Raises:
+        PolicyError: ``logic`` has no public method ``name``.
+    """
     found = None if name.startswith("_") else getattr(logic, name, None)
     if not callable(found):
-        raise RuntimeError(
-            f"the policy called {type(logic).__qualname__}.{name}, which is not a method of it"
+        target = role.upper()
+        raise PolicyError(
+            f"the policy's Call({target}, {name}) runs {name!r} on the {role} logic "
+            f"{type(logic).__qualname__}, which has no such method (Call({target}, ...) runs a method of the "
+            f"{role} logic)"
         )
     return found
 
@@ -152,7 +160,7 @@ class ClientHost:
         """Run ``logic.method(state_of(client), *args)``; with ``pace_wall_s`` take at least that long."""
         _use_threads(self.threads)
         with profiling.section("client." + method), paced(pace_wall_s):
-            return _method(self.logic, method)(self.state(client), *args)
+            return _method(self.logic, method, "client")(self.state(client), *args)
 
     def clients_roam(self) -> bool:
         """Whether every call of the logic is a whole job, so a client's state may wait outside the pool.
@@ -173,7 +181,7 @@ class ClientHost:
         st = self._fresh_state(client) if tree is None else rebuild(tree, self._externals)
         _use_threads(self.threads)
         with profiling.section("client." + method), paced(pace_wall_s):
-            value = _method(self.logic, method)(st, *args)
+            value = _method(self.logic, method, "client")(st, *args)
         with profiling.section("client.carry_state"):
             return value, capture(st, self._externals)
 
@@ -238,7 +246,7 @@ class ServerHost:
         """Run ``logic.method(*args)``; with ``pace_wall_s`` take at least that long (realtime mode)."""
         _use_threads(self.threads)
         with profiling.section("server." + method), paced(pace_wall_s):
-            return _method(self.logic, method)(*args)
+            return _method(self.logic, method, "server")(*args)
 
     def snapshot(self) -> dict[str, Any]:
         """The server logic (models, optimizer, buffers, statistics) and the torch RNG state."""

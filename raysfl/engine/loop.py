@@ -13,6 +13,7 @@ from raysfl.algorithms.actions import Action, Call, Event, Log, Report, Schedule
 from raysfl.api import Policy
 from raysfl.engine.clock import RealtimeClock, VirtualClock
 from raysfl.engine.dispatch import Dispatcher
+from raysfl.engine.policy_errors import PolicyError
 from raysfl.engine.queue import EventQueue
 
 REQUIRED_METRICS = ("accuracy", "loss")
@@ -58,6 +59,11 @@ def metric_values(metrics: Any) -> dict[str, Any]:
             f"{', '.join(map(repr, out)) or 'none'}); it returns at least 'accuracy' and 'loss'"
         )
     return out
+
+
+def _source(ev: Event | None) -> str:
+    """The policy method that returned the actions for ``ev``, as an error message names it."""
+    return "start()" if ev is None else f"on_event({ev.kind!r} at t = {ev.t:g})"
 
 
 class Sink(Protocol):
@@ -124,7 +130,7 @@ class Coordinator:
         """
         with profiling.section("coordinator"):
             if not resumed:
-                self._apply(self.policy.start())
+                self._apply(self.policy.start(), None)
             while self.queue and not self.stopped:
                 self.step()
                 if after_event is not None:
@@ -164,17 +170,29 @@ class Coordinator:
             ev = Event(ev.t, ev.kind, ev.client, {**ev.data, "value": value})
         with profiling.section("coordinator.policy"):
             actions = self.policy.on_event(ev)
-        self._apply(actions)
+        self._apply(actions, ev)
         self._deliver(self.dispatcher.poll())
 
-    def _apply(self, actions: list[Action]) -> None:
+    def _apply(self, actions: list[Action], ev: Event | None) -> None:
+        """Carry out, in order, what the policy returned for ``ev`` (``None``: what ``start()`` returned).
+
+        Raises:
+            PolicyError: naming the policy method, when it returned no list of actions or an event in the
+                past.
+        """
+        if not isinstance(actions, (list, tuple)):
+            raise PolicyError(
+                f"the policy's {_source(ev)} returned a {type(actions).__name__}; it returns a list of "
+                "actions (Call, Schedule, Log, Report, Stop), [] for none"
+            )
         for a in actions:
             if isinstance(a, Call):
                 self.dispatcher.call(a)
             elif isinstance(a, Schedule):
                 if a.t < self.clock.now:
-                    raise RuntimeError(
-                        f"invariant broken: event {a.kind} scheduled at {a.t} < now {self.clock.now}"
+                    raise PolicyError(
+                        f"the policy's {_source(ev)} scheduled event {a.kind!r} at t = {a.t:g}, before the "
+                        f"current time {self.clock.now:g}"
                     )
                 self.queue.push(Event(a.t, a.kind, a.client, a.data))
             elif isinstance(a, Log):
@@ -195,7 +213,10 @@ class Coordinator:
                 self.stopped = True
                 self.totals.stop_reason = a.reason
             else:
-                raise RuntimeError(f"unknown action {a!r}")
+                raise PolicyError(
+                    f"the policy's {_source(ev)} returned {a!r}, which is not an action (Call, Schedule, "
+                    "Log, Report, Stop)"
+                )
 
     def _deliver(self, ready: list[tuple[dict[str, Any], Any]]) -> None:
         for info, metrics in ready:

@@ -33,7 +33,13 @@ from ray.exceptions import ObjectLostError, RayActorError, RayTaskError
 from raysfl import profiling
 from raysfl.algorithms.actions import SERVER, Call, Report, Slot
 from raysfl.engine.balance import PLACEMENTS, LeastLoaded
-from raysfl.engine.dispatch import Ready, WorkerLostError, backend_snapshot, pool_snapshots
+from raysfl.engine.dispatch import (
+    Ready,
+    WorkerLostError,
+    backend_snapshot,
+    pool_snapshots,
+)
+from raysfl.engine.policy_errors import unfilled_slot
 from raysfl.engine.snapshot import rebuild
 
 _LOST = (RayActorError, ObjectLostError)
@@ -112,11 +118,11 @@ class RayDispatcher:
             lanes = [("server", server), *((f"pool{i}", p) for i, p in enumerate(pools))]
             ray.get([actor.profile.remote("start", lane) for lane, actor in lanes])
 
-    def _resolve(self, arg: Any) -> Any:
+    def _resolve(self, arg: Any, use: str = "passed a call") -> Any:
         if isinstance(arg, Slot):
             ref = self.slots.get(arg.name)
             if ref is None:
-                raise RuntimeError(f"invariant broken: slot {arg.name} used before any call produced it")
+                raise unfilled_slot(arg.name, use)
             return ref
         return arg
 
@@ -168,12 +174,12 @@ class RayDispatcher:
 
     def ready(self, slot: Slot) -> bool:
         """Whether the call producing ``slot`` has finished (without fetching its value)."""
-        ready, _ = ray.wait([self._resolve(slot)], timeout=0, fetch_local=False)
+        ready, _ = ray.wait([self._resolve(slot, "awaited")], timeout=0, fetch_local=False)
         return bool(ready)
 
     def fetch(self, slot: Slot) -> Any:
         """``ray.get`` the slot's value (a synchronisation point with the worker producing it); free it."""
-        ref = self._resolve(slot)
+        ref = self._resolve(slot, "fetched")
         with _lost_workers(), profiling.section("ray.fetch"):
             value = ray.get(ref)
         self.slots.pop(slot.name, None)
@@ -181,7 +187,7 @@ class RayDispatcher:
 
     def report(self, action: Report) -> None:
         """Remember the slot's ref; its value is fetched by :meth:`poll` / :meth:`drain`."""
-        self._reports.append((action.info, self._resolve(action.slot)))
+        self._reports.append((action.info, self._resolve(action.slot, "reported")))
 
     def poll(self) -> list[Ready]:
         """Fetch the reports at the head of the queue that are ready (keeps their order)."""

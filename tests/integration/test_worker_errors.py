@@ -1,4 +1,5 @@
-"""An exception raised by a method's logic in a Ray worker ends the run, as on the local backend.
+"""An exception raised by a method's logic in a Ray worker ends the run, as on the local backend; a policy's
+mistake is said in its terms on both.
 
 Calls whose results nobody fetches (a server's ``receive``, a job whose model only feeds it) used to be
 waited for, never fetched, so their exceptions vanished and the run went on to a "finished" summary with
@@ -48,3 +49,22 @@ def test_the_cli_exits_non_zero_and_says_what_failed(ray_session, tmp_path, caps
     with pytest.raises(InjectedFaultError):
         main(argv)
     assert not Path(tmp_path / "run" / "summary.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("b", "message"),
+    [
+        (90, r"the policy's start\(\) returned a NoneType; it returns a list of actions"),
+        (91, r"the policy's on_event\('arrival' at t = [0-9.e+]+\) returned a Call; it returns a list"),
+        (92, r"the policy passed a call slot \('nope', 2\), which no earlier Call produced"),
+        (93, r"Call\(CLIENT, send_model\) runs 'send_model' on the client logic HingeClient, which has no"),
+        (94, r"on_event\('arrival' at t = [0-9.e+]+\) scheduled event 'arrival' at t = [0-9.e+-]+, before"),
+    ],
+    ids=["start-returns-none", "on-event-returns-a-call", "unfilled-slot", "wrong-role", "past-event"],
+)
+@pytest.mark.parametrize("backend", ["local", "ray"])
+def test_a_policy_mistake_is_said_in_the_policys_terms(ray_session, tmp_path, backend, b, message):
+    from raysfl.engine.policy_errors import PolicyError
+
+    with pytest.raises(PolicyError, match=message):
+        runner.run(faulty_scenario("MISTAKES", f"algorithm.params.b={b}"), tmp_path / "run", backend=backend)

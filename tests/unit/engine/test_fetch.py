@@ -5,6 +5,7 @@ import pytest
 from raysfl.algorithms.actions import Event, Schedule, Stop
 from raysfl.engine.dispatch import LocalDispatcher
 from raysfl.engine.loop import Coordinator
+from raysfl.engine.policy_errors import PolicyError
 
 
 class ReadsASlot:
@@ -35,5 +36,5 @@ def test_fetch_hands_the_value_to_the_policy_and_frees_the_slot():
 
 def test_fetching_a_slot_nobody_filled_is_an_error():
     dispatcher = LocalDispatcher(clients=None, server=None)
-    with pytest.raises(RuntimeError, match=r"slot \('choice', 3\) fetched before any call"):
+    with pytest.raises(PolicyError, match=r"the policy fetched slot \('choice', 3\), which no earlier Call"):
         Coordinator(ReadsASlot(), dispatcher, sinks=[]).run()
