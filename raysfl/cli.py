@@ -152,13 +152,25 @@ def _list_plugins() -> None:
         print(f"  {name:<14} [{spec.family}] {spec.description} ({spec.source}; {ep.value})")
 
 
+def shipped(item: str) -> Path:
+    """``item`` as given when it exists here, else the shipped scenario (or sweep, folder) it names.
+
+    ``raysfl list`` prints shipped scenarios as ``scenarios/...``; that name, and the same without
+    ``scenarios/``, find them from any working directory.
+    """
+    path = Path(item)
+    if path.exists():
+        return path
+    for root in (SCENARIO_ROOT, SCENARIO_ROOT.parent):
+        if (root / item).exists():
+            return root / item
+    return path
+
+
 def _load(path: str, overrides: Sequence[str]):  # noqa: ANN202 - Scenario imported lazily
     from raysfl.scenario import load_scenario
 
-    target = Path(path)
-    if not target.exists() and (SCENARIO_ROOT / path).exists():
-        target = SCENARIO_ROOT / path
-    return load_scenario(target, overrides)
+    return load_scenario(shipped(path), overrides)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -243,9 +255,7 @@ def expand_scenarios(items: Sequence[str]) -> list[Path]:
     """Scenario files from paths, directories (every ``*.toml`` below, sorted) and glob patterns."""
     found: list[Path] = []
     for item in items:
-        path = Path(item)
-        if not path.exists() and (SCENARIO_ROOT / item).exists():
-            path = SCENARIO_ROOT / item
+        path = shipped(item)
         if path.is_dir():
             found += sorted(p for p in path.rglob("*.toml") if not p.name.endswith(SWEEP_SUFFIX))
         elif path.is_file():
@@ -394,9 +404,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from raysfl.sweep.execute import dry_run_text, local_resources, print_outcome, run_sweep
     from raysfl.sweep.spec import load_sweep
 
-    path = Path(args.sweep)
-    if not path.is_file() and (SCENARIO_ROOT / args.sweep).is_file():
-        path = SCENARIO_ROOT / args.sweep
+    path = shipped(args.sweep)
     if not path.is_file():
         raise UsageError(f"sweep file {args.sweep} not found")
     sweep = load_sweep(path)

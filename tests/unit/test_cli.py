@@ -77,6 +77,20 @@ def test_describe_devices_prints_the_drawn_table(capsys):
     assert "20 clients" in out and "GFLOP/s" in out and "up Mb/s" in out
 
 
+def test_shipped_scenarios_are_found_by_the_names_list_prints_from_any_directory(
+    capsys, monkeypatch, tmp_path
+):
+    monkeypatch.chdir(tmp_path)
+    assert main(["list", "scenarios"]) == 0
+    listed = [line.strip() for line in capsys.readouterr().out.splitlines() if line.startswith("  ")]
+    assert "scenarios/default.toml" in listed
+    for name in ("scenarios/default.toml", "default.toml"):
+        assert main(["validate", name]) == 0
+        assert capsys.readouterr().out.startswith("ok: default: gas on fashion-mnist")
+    assert main(["sweep", "scenarios/repro/gas/fmnist_s2.sweep.toml", "--dry-run", "--out", "o"]) == 0
+    assert main(["validate", "scenarios/no-such.toml"]) == 2
+
+
 def test_validate_ok_and_overrides(capsys):
     assert main(["validate", DEFAULT, "train.global_iterations=3"]) == 0
     assert "T=3" in capsys.readouterr().out
