@@ -49,14 +49,15 @@ MAX_STRING_CHARS = 4096  # a path (PATH_MAX) or a line of description; longer va
 class ConfigError(ValueError):
     """One or more invalid configuration values; ``problems`` lists them as ``"dotted.path: why"``."""
 
-    def __init__(self, problems: Sequence[str], source: str = "") -> None:
+    def __init__(self, problems: Sequence[str], source: str = "", kind: str = "scenario") -> None:
         self.problems = list(problems)
         self.source = source
+        self.kind = kind  # what ``source`` is: a scenario or a sweep file
         super().__init__("\n".join(self.problems))
 
     def report(self) -> str:
         """A human paragraph: where, then one problem per line."""
-        head = f"invalid scenario {self.source}" if self.source else "invalid configuration"
+        head = f"invalid {self.kind} {self.source}" if self.source else "invalid configuration"
         return head + ":\n" + "\n".join(f"  - {p}" for p in self.problems)
 
 

@@ -309,7 +309,8 @@ class _Capture:
         if self.allowed.get(name) is not cls:
             raise SnapshotError(
                 f"{path}: {name} is not a state class, so a checkpoint could not recreate it; declare it in "
-                "the method's AlgorithmSpec.state_classes, mark it external, or keep plain data in run state"
+                "the method's AlgorithmSpec.state_classes, or keep plain data there instead (numbers, "
+                "strings, lists, dicts, tensors, numpy arrays)"
             )
         return name
 

@@ -218,13 +218,19 @@ def _trial_name(labels: list[str]) -> str:
 def load_sweep(path: str | Path) -> Sweep:
     """Read, check and expand a sweep file; one :class:`ConfigError` lists every problem it finds.
 
-    Problems found: unknown top-level keys, a missing or invalid base scenario, empty axes, linked axes of
-    different lengths, an axis key set twice, duplicate trial names, and every trial whose scenario does
-    not validate (each problem prefixed with the trial's name).
+    Problems found: a scenario given as a sweep file, unknown top-level keys, a missing or invalid base
+    scenario, empty axes, linked axes of different lengths, an axis key set twice, a point listed twice,
+    duplicate trial names, and every trial whose scenario does not validate (each problem prefixed with
+    the trial's name).
     """
     p = Path(path)
     raw = read_toml(p)
     problems: list[str] = []
+    if "base" not in raw and {"data", "model", "train", "algorithm"} & set(raw):
+        problems.append(
+            f"{p} is a scenario, not a sweep file: run it with `raysfl run {p}`, or sweep it from a sweep "
+            f'file whose `base = "{p.name}"`'
+        )
     for key in raw:
         if key not in TOP_LEVEL_KEYS:
             problems.append(f"{key}: unknown key of a sweep file; allowed: {', '.join(TOP_LEVEL_KEYS)}")
@@ -260,15 +266,15 @@ def load_sweep(path: str | Path) -> Sweep:
                 problems.append(f"{axis.name}: key {key!r} is already swept by axis {seen[key]}")
             seen[key] = axis.name
         problems += _repeated_points(axis)
-    name = raw.get("name", p.stem)
+    name = raw.get("name", p.name.removesuffix(".toml").removesuffix(".sweep"))  # x.sweep.toml: x
     description = raw.get("description", "")
     if not isinstance(name, str) or not name or _SAFE.search(name):
         problems.append(f"name: {name!r} must be a non-empty name of letters, digits, '.', '_' or '-'")
     if problems or base_doc is None:
-        raise ConfigError(problems or ["base: could not be read"], source=str(p))
+        raise ConfigError(problems or ["base: could not be read"], source=str(p), kind="sweep file")
     trials = _expand(base_doc, base_path, dict(settings), axes, problems)
     if problems:
-        raise ConfigError(problems, source=str(p))
+        raise ConfigError(problems, source=str(p), kind="sweep file")
     return Sweep(p, str(name), str(description), base_path, dict(settings), tuple(axes), tuple(trials))
 
 

@@ -335,3 +335,21 @@ def test_a_failed_trial_keeps_its_whole_message_and_the_terminal_shows_its_first
         "sweep: trial mnist failed: DataMissingError: MNIST: no readable copy found. Looked in: "
         "[2 more lines in sweep.json]" in err
     )
+
+
+def test_a_sweep_without_a_name_is_named_after_its_file_less_the_suffix(tmp_path):
+    text = GOOD.replace('base = "scen/tiny.toml"', 'base = "scen/tiny.toml"\nname = "x"')
+    assert load_sweep(_write(tmp_path, GOOD, "budgets.sweep.toml")).name == "budgets"
+    assert load_sweep(_write(tmp_path, GOOD, "plain.toml")).name == "plain"
+    assert load_sweep(_write(tmp_path, text, "named.sweep.toml")).name == "x"
+
+
+def test_a_scenario_given_as_a_sweep_file_is_said_to_be_one(tmp_path, capsys):
+    from raysfl.cli import main
+
+    _write(tmp_path, GOOD)
+    scenario = tmp_path / "scen" / "tiny.toml"
+    assert main(["sweep", str(scenario), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"raysfl: invalid sweep file {scenario}:")
+    assert f"{scenario} is a scenario, not a sweep file: run it with `raysfl run {scenario}`" in err
