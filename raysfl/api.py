@@ -66,6 +66,10 @@ ServerFactory = Callable[..., ServerLogic]
 PolicyFactory = Callable[..., Policy]
 """``(setup, time_model, model_profile, rng) -> Policy``, called once in the coordinator."""
 
+FAMILIES = ("split", "fl")
+"""The values of :attr:`AlgorithmSpec.family`: split learning (the model cut between client and server), or
+full-model federated learning."""
+
 ROLES: tuple[tuple[str, type], ...] = (
     ("make_client", ClientLogic),
     ("make_server", ServerLogic),
@@ -130,7 +134,8 @@ def _missing_message(where: str, cls_name: str, field: str, protocol: type, miss
 def check_spec(spec: Any, where: str = "algorithm.name") -> list[str]:
     """The reasons ``spec`` cannot be run, each naming ``where`` and the member at fault; empty when it can.
 
-    Checks that ``spec`` is an :class:`AlgorithmSpec`, that ``params`` is a dataclass, that the factories
+    Checks that ``spec`` is an :class:`AlgorithmSpec`, that ``params`` is a frozen dataclass, that ``family``
+    is one of :data:`FAMILIES`, that the factories
     are callables and that each factory whose built class is known (a class, or a function annotated
     with one) builds a class providing every member of its protocol, each callable with the protocol's
     arguments.
@@ -142,6 +147,15 @@ def check_spec(spec: Any, where: str = "algorithm.name") -> list[str]:
     problems = []
     if not (isinstance(spec.params, type) and dataclasses.is_dataclass(spec.params)):
         problems.append(f"{where}: AlgorithmSpec {spec.name!r}.params is not a dataclass ({spec.params!r})")
+    elif not spec.params.__dataclass_params__.frozen:  # a run's options must not change under it
+        problems.append(
+            f"{where}: AlgorithmSpec {spec.name!r}.params is not frozen; declare it @dataclass(frozen=True)"
+        )
+    if spec.family not in FAMILIES:
+        problems.append(
+            f"{where}: AlgorithmSpec {spec.name!r}.family is {spec.family!r}; it is one of "
+            f"{', '.join(map(repr, FAMILIES))}"
+        )
     for field, protocol in ROLES:
         factory = getattr(spec, field)
         if not callable(factory):

@@ -115,6 +115,20 @@ def test_a_protocol_member_with_the_wrong_arguments_is_refused_at_load_and_when_
     assert check_spec(dataclasses.replace(spec, make_client=Flexible)) == []
 
 
+def test_params_must_be_frozen_and_family_split_or_fl():
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Loose:
+        alpha: float = 0.5
+
+    spec = dataclasses.replace(ALGORITHMS["fedasync"], params=Loose, family="hybrid")
+    assert check_spec(spec) == [
+        "algorithm.name: AlgorithmSpec 'fedasync'.params is not frozen; declare it @dataclass(frozen=True)",
+        "algorithm.name: AlgorithmSpec 'fedasync'.family is 'hybrid'; it is one of 'split', 'fl'",
+    ]
+
+
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
