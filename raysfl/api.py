@@ -58,13 +58,18 @@ from raysfl.algorithms.common.evaluate import evaluate_model
 from raysfl.algorithms.common.own_rng import draws_randomness, seeded_if
 from raysfl.algorithms.protocols import ClientLogic, Policy, ServerLogic
 from raysfl.config import option
+from raysfl.models.flops import ModelProfile
+from raysfl.system.durations import TimeModel
 
 ClientFactory = Callable[..., ClientLogic]
 """``(setup, model, train_x, train_y, transform) -> ClientLogic``, called once in every pool."""
 ServerFactory = Callable[..., ServerLogic]
 """``(setup, model, test_x, test_y, seed, device) -> ServerLogic``, called once in the server actor."""
 PolicyFactory = Callable[..., Policy]
-"""``(setup, time_model, model_profile, rng) -> Policy``, called once in the coordinator."""
+"""``(setup, time_model, model_profile, rng) -> Policy``, called once in the coordinator: a
+:class:`TimeModel` (every emulated duration: ``compute_s``, ``upload_s``, ``download_s``, ``server_s``), a
+:class:`ModelProfile` (per-sample FLOPs and byte sizes of the split model) and the policy's own
+``numpy.random.Generator``."""
 
 FAMILIES = ("split", "fl")
 """The values of :attr:`AlgorithmSpec.family`: split learning (the model cut between client and server), or
@@ -213,6 +218,7 @@ __all__ = [
     "EventData",
     "Log",
     "LogRow",
+    "ModelProfile",
     "Policy",
     "PolicyFactory",
     "Report",
@@ -222,6 +228,7 @@ __all__ = [
     "ServerLogic",
     "Slot",
     "Stop",
+    "TimeModel",
     "check_logic",
     "check_spec",
     "draws_randomness",
@@ -231,4 +238,5 @@ __all__ = [
     "missing_members",
     "option",
     "seeded_if",
+    "signature_mismatches",
 ]

@@ -30,12 +30,14 @@ from raysfl.api import (
     Event,
     Log,
     LogRow,
+    ModelProfile,
     Report,
     RunSetup,
     Schedule,
     ServerLogic,
     Slot,
     Stop,
+    TimeModel,
     evaluate_model,
     load_into,
     option,
@@ -157,7 +159,9 @@ class HingeServer:
 class HingePolicy:
     """C concurrent jobs; an arrival is one global iteration and frees its client for a replacement."""
 
-    def __init__(self, setup: RunSetup, time: Any, profile: Any, rng: np.random.Generator) -> None:
+    def __init__(
+        self, setup: RunSetup, time: TimeModel, profile: ModelProfile, rng: np.random.Generator
+    ) -> None:
         self.setup, self.cfg, self.time, self.rng = setup, setup.scenario.train, time, rng
         self.flops = float(profile.full_forward_flops + profile.full_backward_flops)  # per sample
         self.model_bytes = int(
