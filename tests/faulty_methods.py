@@ -61,6 +61,13 @@ CLIENT_FAILS = dataclasses.replace(
 )
 
 
+class ServerFailsInSecondEvaluation(HingeServer):
+    def evaluate(self) -> dict[str, Any]:
+        if self.version > 0:
+            raise InjectedFaultError(f"planted: evaluate at version {self.version}")
+        return super().evaluate()
+
+
 class ServerReturnsTensors(HingeServer):
     """``evaluate`` returns 0-d tensors and NumPy scalars, as a first-time author easily does."""
 
@@ -96,6 +103,7 @@ def _with_server(name: str, server: type) -> Any:
 
 
 SERVER_FAILS = _with_server("fedasync_hinge_server_fails", ServerFailsOnThirdArrival)
+EVALUATE_FAILS = _with_server("fedasync_hinge_evaluate_fails", ServerFailsInSecondEvaluation)
 EVAL_TENSORS = _with_server("fedasync_hinge_eval_tensors", ServerReturnsTensors)
 EVAL_NO_ACCURACY = _with_server("fedasync_hinge_eval_no_accuracy", ServerWithoutAccuracy)
 EVAL_VECTOR = _with_server("fedasync_hinge_eval_vector", ServerReturnsAVector)

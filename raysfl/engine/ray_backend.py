@@ -33,12 +33,7 @@ from ray.exceptions import ObjectLostError, RayActorError, RayTaskError
 from raysfl import profiling
 from raysfl.algorithms.actions import SERVER, Call, Report, Slot
 from raysfl.engine.balance import PLACEMENTS, LeastLoaded
-from raysfl.engine.dispatch import (
-    Ready,
-    WorkerLostError,
-    backend_snapshot,
-    pool_snapshots,
-)
+from raysfl.engine.dispatch import Ready, WorkerLostError, backend_snapshot, pool_snapshots
 from raysfl.engine.policy_errors import unfilled_slot
 from raysfl.engine.snapshot import rebuild
 
@@ -62,8 +57,8 @@ def describe_call(action: Call) -> str:
 
 
 @contextmanager
-def _failed_in_worker(what: str) -> Iterator[None]:
-    """Add a note naming ``what`` to an exception that a method's logic raised in a Ray worker.
+def _failed_in_worker(source: Call | dict[str, Any]) -> Iterator[None]:
+    """Add a note naming ``source`` (a call, or a report's tags) to an exception raised in a Ray worker.
 
     Ray raises it as a ``RayTaskError`` that is also an instance of the original exception's class, with
     the worker's traceback in its message. A lost worker is left to :func:`_lost_workers`.
@@ -72,6 +67,7 @@ def _failed_in_worker(what: str) -> Iterator[None]:
         yield
     except RayTaskError as err:
         if not isinstance(err, _LOST):
+            what = describe_call(source) if isinstance(source, Call) else _report_of(source)
             err.add_note(f"raysfl: raised by {what}, in a Ray worker (its traceback is above)")
         raise
 
@@ -151,7 +147,7 @@ class RayDispatcher:
     @staticmethod
     def _check(status: ray.ObjectRef, action: Call) -> None:
         """Wait for ``action``'s call to finish; raise what its method raised (its result is not fetched)."""
-        with _lost_workers(), _failed_in_worker(describe_call(action)):
+        with _lost_workers(), _failed_in_worker(action):
             ray.get(status)
 
     def _call_roaming(
@@ -198,7 +194,7 @@ class RayDispatcher:
             if not ready:
                 break
             self._reports.popleft()
-            with _lost_workers(), _failed_in_worker(_report_of(info)), profiling.section("ray.fetch"):
+            with _lost_workers(), _failed_in_worker(info), profiling.section("ray.fetch"):
                 out.append((info, ray.get(ref)))
         return out
 
@@ -209,7 +205,7 @@ class RayDispatcher:
                 self._check(*self._inflight.popleft())
             out = []
             for info, ref in self._reports:
-                with _lost_workers(), _failed_in_worker(_report_of(info)):
+                with _lost_workers(), _failed_in_worker(info):
                     out.append((info, ray.get(ref)))
             self._reports.clear()
             with _lost_workers():
