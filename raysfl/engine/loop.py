@@ -88,6 +88,18 @@ class CheckpointingSink(Protocol):
 
 
 @runtime_checkable
+class ReportingSink(Protocol):
+    """A sink that wants to know when the policy asks for a report, in order with the event rows.
+
+    Evaluations reach :meth:`Sink.on_eval` when their value is ready, which on Ray is later than the rows
+    logged after them; a sink that sums rows per evaluation closes its sum here instead.
+    """
+
+    def on_report(self, info: dict[str, Any]) -> None:
+        """A report was asked for; its evaluation comes to ``on_eval`` later, reports in this order."""
+
+
+@runtime_checkable
 class ResumableSink(Protocol):
     """A sink that can continue a resumed run (or, with ``state = None``, forget a failed attempt)."""
 
@@ -209,6 +221,9 @@ class Coordinator:
                     "events": self.totals.events,
                 }
                 self.dispatcher.report(Report(a.slot, info))
+                for s in self.sinks:
+                    if isinstance(s, ReportingSink):
+                        s.on_report(info)
             elif isinstance(a, Stop):
                 self.stopped = True
                 self.totals.stop_reason = a.reason

@@ -1,16 +1,20 @@
 """TensorBoard sink: test metrics against global iteration and against emulated time.
 
 Every scalar is written with ``walltime = t_virtual``, so TensorBoard's "Relative" axis shows emulated
-seconds (DESIGN.md "Observability"); the ``*_vs_emulated_s`` tags also use the emulated second as step, and
+seconds (DESIGN.md "Observability"); the ``*_vs_emulated_ms`` tags use the emulated millisecond as step
+(TensorBoard steps are integers: whole seconds gave evaluations less than a second apart one step), and
 ``test/accuracy_vs_bytes`` the bytes sent so far (up + down). Metrics named ``bytes_up_*``, ``bytes_down_*``
 and ``load_*`` (per-kind traffic) go under ``comm/``, ``storage_*`` under ``storage/``, and Lightweight
 FedSL's ``latency_*`` (per-round latency, the paper's Fig. 4 quantity) and sparsity under ``fedsl/``.
 Between evaluations the sink accumulates staleness values and buffer composition, written as a
-histogram and scalars at each evaluation.
+histogram and scalars at each evaluation: the rows logged after the previous report and before this
+evaluation's report (:meth:`TensorBoardSink.on_report`), whenever the evaluation's value arrives (on Ray,
+later than the rows logged after it).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +33,7 @@ class TensorBoardSink:
         self._share_slow: list[float] = []
         self._last_wall: float | None = None
         self._last_events = 0
+        self._closed: deque[dict[str, np.ndarray]] = deque()  # per report asked for, not yet evaluated
         self.history: list[dict[str, Any]] = []  # per evaluation: what was collected between evaluations
 
     def on_event(self, row: dict[str, Any]) -> None:
@@ -39,19 +44,34 @@ class TensorBoardSink:
             self._share_fast.append(float(row["share_fast"]))
             self._share_slow.append(float(row["share_slow"]))
 
+    def on_report(self, info: dict[str, Any]) -> None:
+        """Close the rows collected since the previous report: they belong to this report's evaluation."""
+        self._closed.append(self._take())
+
     def on_eval(self, row: dict[str, Any]) -> None:
-        """Write the evaluation and the quantities collected since the last one."""
+        """Write the evaluation and the quantities collected between its report and the previous one."""
+        collected = self._closed.popleft() if self._closed else self._take()
+        self.history.append(collected)
+        self._write(row, collected)
+
+    def _take(self) -> dict[str, np.ndarray]:
+        """The values collected since the last take, as arrays; the collection starts again."""
         collected = {
             "staleness": np.asarray(self._staleness, dtype=np.int64),
             "share_fast": np.asarray(self._share_fast, dtype=np.float64),
             "share_slow": np.asarray(self._share_slow, dtype=np.float64),
         }
         self._staleness, self._share_fast, self._share_slow = [], [], []
-        self.history.append(collected)
-        self._write(row, collected)
+        return collected
 
     def checkpoint(self, ck_dir: Path, tag: str) -> dict[str, Any]:
-        """What a resumed run needs to rewrite the same event file: the per-evaluation history."""
+        """What a resumed run needs to rewrite the same event file: the per-evaluation history.
+
+        A checkpoint follows a drain, so every report asked for has been evaluated (nothing is closed
+        and waiting).
+        """
+        if self._closed:
+            raise RuntimeError("invariant broken: a TensorBoard checkpoint with reports still unevaluated")
         pending = {
             "staleness": list(self._staleness),
             "fast": list(self._share_fast),
@@ -66,6 +86,7 @@ class TensorBoardSink:
             old.unlink()
         self.writer = SummaryWriter(log_dir=str(self.logdir))
         self._last_wall, self._last_events = None, 0
+        self._closed.clear()
         history = (state or {}).get("history", [])
         empty = {"staleness": np.zeros(0, np.int64), "share_fast": np.zeros(0), "share_slow": np.zeros(0)}
         for i, row in enumerate(evals):
@@ -81,7 +102,7 @@ class TensorBoardSink:
         for key in ("accuracy", "loss"):
             if key in row:
                 w.add_scalar(f"test/{key}", row[key], it, walltime=t)
-                w.add_scalar(f"test/{key}_vs_emulated_s", row[key], int(round(t)), walltime=t)
+                w.add_scalar(f"test/{key}_vs_emulated_ms", row[key], round(1000 * t), walltime=t)
         if "train_loss" in row:
             w.add_scalar("train/server_loss", row["train_loss"], it, walltime=t)
         w.add_scalar("comm/bytes_up", row["bytes_up"], it, walltime=t)

@@ -290,7 +290,7 @@ def test_tensorboard_gets_per_kind_bytes_and_storage(tmp_path):
         "storage/storage_params",
         "storage/storage_server_params",
         "test/accuracy_vs_bytes",
-        "test/accuracy_vs_emulated_s",
+        "test/accuracy_vs_emulated_ms",
     ):
         assert tag in tags, tag
 

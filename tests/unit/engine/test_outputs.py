@@ -26,7 +26,7 @@ def test_tensorboard_has_the_promised_scalars(tmp_path):
     tags = set(acc.Tags()["scalars"])
     for tag in (
         "test/accuracy",
-        "test/accuracy_vs_emulated_s",
+        "test/accuracy_vs_emulated_ms",
         "test/loss",
         "comm/bytes_up",
         "comm/bytes_down",
@@ -41,6 +41,9 @@ def test_tensorboard_has_the_promised_scalars(tmp_path):
     scalars = acc.Scalars("test/accuracy")
     assert [s.step for s in scalars] == [m["iteration"] for m in metrics]
     assert [s.wall_time for s in scalars] == [m["t"] for m in metrics]  # walltime = emulated seconds
+    by_time = acc.Scalars("test/accuracy_vs_emulated_ms")
+    assert [s.step for s in by_time] == [round(1000 * m["t"]) for m in metrics]
+    assert len({s.step for s in by_time}) == len(metrics)  # evaluations < 1 s apart keep their own step
 
 
 def test_ctrl_c_ends_cleanly_and_keeps_outputs(tmp_path):
