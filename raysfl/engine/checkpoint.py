@@ -290,6 +290,7 @@ class Checkpointer:
                 "iteration": iteration,
                 "next_at": self.next_at,
                 "t": coordinator.clock.now,
+                "wall_s": coordinator.elapsed_wall(),  # a resumed run's wall_s goes on from here
                 "stopped": coordinator.stopped,  # taken at the event that stopped the run: it ends here
                 "queue": capture(coordinator.queue.snapshot()),
                 "totals": capture(coordinator.totals),
@@ -329,10 +330,21 @@ class Checkpointer:
         except SnapshotError as err:
             raise CheckpointError(f"cannot restore {ck.get('path', 'the checkpoint')}: {err}") from None
         coordinator.stopped = bool(ck.get("stopped", False))
+        coordinator.continue_wall(checkpoint_wall_s(ck, coordinator.totals.evals))
         for sink in self.sinks:
             if isinstance(sink, ResumableSink):
                 sink.resume(sink_states.get(type(sink).__name__), coordinator.totals.evals)
         self.next_at = int(ck["next_at"])
+
+
+def checkpoint_wall_s(ck: dict[str, Any], evals: list[dict[str, Any]] | None = None) -> float:
+    """The run's wall seconds when checkpoint ``ck`` was taken.
+
+    A checkpoint written before they were recorded gives its last evaluation's, else 0.
+    """
+    if "wall_s" in ck:
+        return float(ck["wall_s"])
+    return float(evals[-1].get("wall_s", 0.0)) if evals else 0.0
 
 
 def global_iteration(policy: Policy) -> int:

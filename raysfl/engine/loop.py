@@ -152,6 +152,14 @@ class Coordinator:
             self.drain()
         return self.totals
 
+    def elapsed_wall(self) -> float:
+        """Wall seconds of the run so far: since the coordinator started, plus what a resumed run had."""
+        return time.monotonic() - self._wall0
+
+    def continue_wall(self, elapsed: float) -> None:
+        """Resume: go on counting wall time from ``elapsed`` (a checkpoint's :meth:`elapsed_wall`)."""
+        self._wall0 = time.monotonic() - elapsed
+
     def drain(self) -> None:
         """Wait for every outstanding call and deliver every outstanding report to the sinks."""
         self._deliver(self.dispatcher.drain())
@@ -235,7 +243,7 @@ class Coordinator:
 
     def _deliver(self, ready: list[tuple[dict[str, Any], Any]]) -> None:
         for info, metrics in ready:
-            row = {**info, **metric_values(metrics), "wall_s": time.monotonic() - self._wall0}
+            row = {**info, **metric_values(metrics), "wall_s": self.elapsed_wall()}
             self.totals.evals.append(row)
             with profiling.section("coordinator.sinks"):
                 for s in self.sinks:

@@ -33,6 +33,7 @@ from raysfl.engine.checkpoint import (
     CheckpointError,
     check_same_scenario,
     checkpoint_files,
+    checkpoint_wall_s,
     finished_summary,
     load_latest,
     require_checkpoint,
@@ -307,6 +308,7 @@ def run(
     if ck is None:
         write_config(prep, out, backend)
     wall0, restarts = time.monotonic(), 0
+    wall_before = checkpoint_wall_s(ck) if ck is not None else 0.0  # a resumed run's earlier attempts
     while True:
         try:
             attempt = _attempt(
@@ -324,7 +326,7 @@ def run(
             where = f"checkpoint {Path(ck['path']).name}" if ck else "the start (no checkpoint yet)"
             print(f"raysfl: {err}; restarting the workers from {where} (restart {restarts})", file=sys.stderr)
     totals, placement, interrupted = attempt
-    summary = summarize(totals, time.monotonic() - wall0, interrupted, prep)
+    summary = summarize(totals, wall_before + time.monotonic() - wall0, interrupted, prep)
     summary["out_dir"] = str(out)
     summary["placement"] = placement
     summary["restarts"] = restarts

@@ -131,6 +131,27 @@ def test_resuming_a_finished_run_from_the_command_line_says_so_and_changes_nothi
     assert files(tmp_path / "run") == before
 
 
+def test_a_resumed_runs_wall_time_goes_on_from_its_checkpoint(tmp_path):
+    """wall_s restarted at 0 on resume (metrics went backwards; the summary held the last attempt only)."""
+    import torch
+
+    sc = scenario_from_dict(tiny("fedasync"))
+    runner.run(sc, tmp_path / "full", backend="local")
+    crashed = crash_after(tmp_path / "full", tmp_path / "crashed", "ckpt-000002.pt")
+    from raysfl.engine.snapshot import rebuild
+
+    ck = torch.load(crashed / "checkpoints" / "ckpt-000002.pt", weights_only=True)
+    before = float(ck["wall_s"])
+    kept = [r["wall_s"] for r in rebuild(ck["totals"]).evals]
+    assert 0 < kept[-1] <= before  # the checkpoint follows its evaluations
+    resumed = runner.run(sc, crashed, backend="local", resume=True)
+    walls = [r["wall_s"] for r in pq.read_table(crashed / "metrics.parquet").to_pylist()]
+    assert walls[: len(kept)] == kept and len(walls) > len(kept)
+    assert all(b >= a for a, b in zip(walls, walls[1:], strict=False)) and walls[len(kept)] > before
+    assert resumed["wall_s"] >= walls[-1] > before
+    assert resumed["events_per_s"] == pytest.approx(resumed["events"] / resumed["wall_s"])
+
+
 def test_tensorboard_is_rewritten_without_the_crashed_attempts_tail(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
