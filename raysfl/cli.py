@@ -387,11 +387,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
             raise UsageError(f"{item}: not a run directory")
     if not dirs:
         raise UsageError("no finished run directories (with summary.json) among: " + " ".join(args.runs))
+    if args.target is not None and not 0.0 < args.target <= 1.0:
+        raise UsageError(f"--target: {args.target} must be an accuracy in (0, 1], e.g. 0.6 for 60 %")
     try:
         records = [load_run(d) for d in dirs]
     except RunDirError as err:
         raise UsageError(str(err)) from None
     print(compare_table(records, args.target))
+    for r in records:
+        if r.interrupted:
+            print(f"compare: {r.path} was interrupted before its budget; resume it with "
+                  f"`raysfl run --resume {r.path}`", file=sys.stderr)  # fmt: skip
     return 0
 
 

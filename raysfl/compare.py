@@ -45,6 +45,7 @@ class RunRecord:
     bytes_down: int
     curve: list[tuple[float, float]]  # (emulated s, accuracy) per evaluation
     reference: dict[str, Any]
+    interrupted: bool = False  # stopped before its budget (Ctrl-C); its numbers are not the run's end
 
 
 def load_run(path: str | Path) -> RunRecord:
@@ -69,6 +70,7 @@ def load_run(path: str | Path) -> RunRecord:
         bytes_down=int(summary["bytes_down"]),
         curve=curve,
         reference=dict(config.get("reference", {})),
+        interrupted=bool(summary.get("interrupted", False)),
     )
 
 
@@ -152,7 +154,7 @@ def compare_table(runs: list[RunRecord], target: float | None = None) -> str:
             else f"{ref:.2f}" + (f" ± {r.reference['std']:.2f}" if "std" in r.reference else "")
         )
         row = [
-            r.path.name,
+            r.path.name + (" (interrupted)" if r.interrupted else ""),
             r.algorithm,
             r.dataset,
             _pct(r.final_accuracy),

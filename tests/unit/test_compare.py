@@ -1,5 +1,6 @@
 """`raysfl run` on a set of scenarios and `raysfl compare` on the results."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -58,10 +59,20 @@ def test_run_a_directory_then_compare(tmp_path, capsys):
     rec = load_run(out / "a")
     assert rec.reference["accuracy"] == 90.66 and len(rec.curve) == 2  # iterations 0 and 1 (override applied)
     capsys.readouterr()
-    assert main(["compare", str(out), "--target", "0.0"]) == 0
+    assert main(["compare", str(out), "--target", "0.01"]) == 0
     table = capsys.readouterr().out
     assert table.count("\n| ") == 2  # one line per run after the header
-    assert "90.66 ± 0.20" in table and "s to 0 %" in table and "synthetic" in table
+    assert "90.66 ± 0.20" in table and "s to 1 %" in table and "synthetic" in table
+    # an interrupted run is marked, and said; a target that is no accuracy is refused
+    summary = json.loads((out / "b" / "summary.json").read_text())
+    (out / "b" / "summary.json").write_text(json.dumps({**summary, "interrupted": True}))
+    assert main(["compare", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "| b (interrupted) |" in captured.out and "| a |" in captured.out
+    assert f"compare: {out / 'b'} was interrupted before its budget" in captured.err
+    for bad in ("8", "0", "-0.5"):
+        assert main(["compare", str(out), "--target", bad]) == 2
+        assert f"--target: {float(bad)} must be an accuracy in (0, 1]" in capsys.readouterr().err
 
 
 def test_time_to_accuracy_and_bad_inputs(tmp_path, capsys):
