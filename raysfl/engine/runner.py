@@ -208,6 +208,25 @@ def local_dispatcher(prep: Prepared) -> LocalDispatcher:
     return LocalDispatcher(clients, server, _time_scale(prep.scenario))
 
 
+def realtime_lanes_note(sc: Scenario, backend: str) -> str:
+    """In realtime mode with fewer pools than concurrent clients, what that does (else ``""``).
+
+    A pool runs its calls one after another and each paced call sleeps out its duration, so the concurrent
+    jobs of one pool take the sum of their durations and arrive in the order they were sent, not by device
+    speed. On the local backend every call runs in turn.
+    """
+    concurrent = sc.federation.active_clients
+    lanes = 1 if backend == "local" else sc.engine.pools
+    if sc.engine.clock != "realtime" or lanes >= concurrent:
+        return ""
+    where = "the local backend runs every call in turn" if backend == "local" else f"{lanes} pool(s)"
+    return (
+        f"realtime: {where} for {concurrent} concurrent clients; a pool runs its calls one after another, "
+        "so concurrent jobs on one pool take the sum of their durations and arrive in the order they were "
+        f"sent. Use engine.pools >= {concurrent} (one per concurrent client) on Ray."
+    )
+
+
 def _time_scale(sc: Scenario) -> float | None:
     """Emulated seconds per wall second in realtime mode; ``None`` for the virtual clock."""
     return sc.engine.time_scale if sc.engine.clock == "realtime" else None
@@ -292,6 +311,9 @@ def run(
             return {**done, "out_dir": str(out)}
     if sc.engine.precision == "bfloat16" and not native_bfloat16():
         print(f"raysfl: {EMULATED_BFLOAT16}", file=sys.stderr)
+    lanes_note = realtime_lanes_note(sc, backend)
+    if lanes_note:
+        print(f"raysfl: {lanes_note}", file=sys.stderr)
     with profiling.section("setup.prepare"):
         prep = prepare(sc, data_dir)
     if backend == "ray":  # start or join Ray before writing: an unreachable cluster leaves no folder

@@ -20,3 +20,18 @@ def test_realtime_run_is_paced_to_the_device_budget(ray_session, tmp_path, backe
     assert summary["wall_s"] >= 0.9 * summary["emulated_s"] / scale
     # the emulated duration can only grow when arrivals come late (taken as they come)
     assert summary["emulated_s"] >= virtual["emulated_s"] - 1e-9
+
+
+def test_fewer_pools_than_concurrent_clients_in_realtime_is_said():
+    from raysfl.engine.runner import realtime_lanes_note
+
+    realtime = scenario_from_dict(TINY, ['engine.clock="realtime"', "engine.pools=1"])
+    concurrent = realtime.federation.active_clients
+    assert concurrent > 1
+    note = realtime_lanes_note(realtime, "ray")
+    assert note.startswith(f"realtime: 1 pool(s) for {concurrent} concurrent clients; a pool runs its calls")
+    assert f"Use engine.pools >= {concurrent}" in note
+    assert "the local backend runs every call in turn" in realtime_lanes_note(realtime, "local")
+    enough = scenario_from_dict(TINY, ['engine.clock="realtime"', f"engine.pools={concurrent}"])
+    assert realtime_lanes_note(enough, "ray") == ""
+    assert realtime_lanes_note(scenario_from_dict(TINY), "ray") == ""  # the virtual clock: no matter
