@@ -288,6 +288,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     address = args.address or os.environ.get("RAY_ADDRESS") or None
     if args.resume and args.overwrite:
         raise UsageError("run: --resume continues a run and --overwrite starts it over; give one of them")
+    if args.resume and args.out and Path(args.out).resolve() != Path(args.resume).resolve():
+        raise UsageError(
+            f"run: --resume {args.resume} continues that run in its own directory; --out {args.out} names "
+            "another (leave --out out)"
+        )
     if args.resume:
         run_dir = Path(args.resume)
         scenarios = [_resume_scenario(run_dir, paths, overrides)]
@@ -644,6 +649,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
+        data_dir = getattr(args, "data_dir", None)
+        if data_dir and not Path(data_dir).is_dir():  # it would be passed over for the usual places
+            raise UsageError(f"--data-dir: {data_dir} is not a directory")
         return func(args)
     except ConfigError as err:
         print(f"raysfl: {err.report()}", file=sys.stderr)

@@ -20,8 +20,9 @@ def format_duration(seconds: float) -> str:
 class ProgressLine:
     """Prints one line per evaluation (and at most every ``every_s`` wall seconds otherwise).
 
-    The emulated time shown is the latest reached so far: an evaluation row carries its iteration's time,
-    which can precede events already processed, and the line must not run backwards.
+    The emulated time and the iteration shown are the latest reached so far, and the accuracy the latest
+    evaluation's: an evaluation row carries its iteration and time, which can precede events already
+    processed (on Ray an evaluation arrives late), and the line must not run backwards.
     """
 
     def __init__(self, total_iterations: int, every_s: float = 5.0, stream: TextIO | None = None) -> None:
@@ -47,7 +48,7 @@ class ProgressLine:
     def on_eval(self, row: dict[str, Any]) -> None:
         """Record the accuracy and print."""
         self._acc = float(row["accuracy"]) if "accuracy" in row else self._acc
-        self._iteration = int(row["iteration"])
+        self._iteration = max(self._iteration, int(row["iteration"]))
         self._t = max(self._t, float(row["t"]))
         self._print(time.monotonic())
 

@@ -198,3 +198,11 @@ def test_run_rejects_bad_input_with_exit_2_and_writes_nothing(body, needle, caps
     assert code == 2, err
     assert needle in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_a_data_dir_that_is_not_a_directory_is_refused(capsys, tmp_path):
+    """It was passed over silently for $RAYSFL_DATA and the other usual places."""
+    missing = tmp_path / "nope"
+    for argv in (["data", "check", "cifar10"], ["run", "scenarios/default.toml"]):
+        assert main([*argv, "--data-dir", str(missing)]) == 2
+        assert f"--data-dir: {missing} is not a directory" in capsys.readouterr().err

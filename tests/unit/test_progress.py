@@ -24,3 +24,11 @@ def test_emulated_time_never_runs_backwards_and_eta_follows_the_iterations():
     line.on_eval({"iteration": 3, "t": 170.0, "accuracy": 0.52})
     assert out.getvalue().splitlines()[-1].startswith("iter 3/3 | emulated 2m50s | acc 0.5200 |")
     assert out.getvalue().splitlines()[-1].endswith("ETA 0s")
+
+
+def test_the_iteration_never_runs_backwards_when_an_evaluation_arrives_late():
+    out = io.StringIO()
+    line = ProgressLine(total_iterations=60, every_s=0.0, stream=out)
+    line.on_event({"t": 50.0, "version": 9})
+    line.on_eval({"iteration": 0, "t": 0.0, "accuracy": 0.1})  # on Ray: the first evaluation, late
+    assert out.getvalue().splitlines()[-1].startswith("iter 9/60 | emulated 50s | acc 0.1000 |")

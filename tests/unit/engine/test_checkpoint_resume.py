@@ -129,6 +129,13 @@ def test_resuming_a_finished_run_from_the_command_line_says_so_and_changes_nothi
     assert f"raysfl: {tmp_path / 'run'} has finished (budget reached); nothing to resume" in err
     assert "done: ck-fedasync" in out
     assert files(tmp_path / "run") == before
+    # --out naming another directory was ignored silently; the same directory is fine
+    other = tmp_path / "elsewhere"
+    assert main(["run", "--resume", str(tmp_path / "run"), "--out", str(other), "--backend", "local"]) == 2
+    assert f"--out {other} names another (leave --out out)" in capsys.readouterr().err
+    assert not other.exists()
+    argv = ["run", "--resume", str(tmp_path / "run"), "--out", str(tmp_path / "run"), "--backend", "local"]
+    assert main(argv) == 0
 
 
 def test_a_resumed_runs_wall_time_goes_on_from_its_checkpoint(tmp_path):
