@@ -1,6 +1,6 @@
 """Least-loaded placement: which client pool runs a roaming client's next call (``engine.placement``).
 
-With ``placement = "blocks"`` client c always runs in pool ``c // ceil(K / pools)`` and its state lives
+With ``placement = "blocks"`` client c always runs in pool ``c · pools // K`` and its state lives
 there. When only some clients are active at a time (FedAvg samples C of K each round) the blocks get
 unequal shares: 10 jobs of 20 clients on 2 pools split 6/4 or worse about two times in three, and a
 synchronous round lasts as long as the busier pool.
