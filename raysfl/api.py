@@ -140,10 +140,9 @@ def check_spec(spec: Any, where: str = "algorithm.name") -> list[str]:
     """The reasons ``spec`` cannot be run, each naming ``where`` and the member at fault; empty when it can.
 
     Checks that ``spec`` is an :class:`AlgorithmSpec`, that ``params`` is a frozen dataclass, that ``family``
-    is one of :data:`FAMILIES`, that the factories
-    are callables and that each factory whose built class is known (a class, or a function annotated
-    with one) builds a class providing every member of its protocol, each callable with the protocol's
-    arguments.
+    is one of :data:`FAMILIES`, that the factories are callables and that each factory whose built class is
+    known (a class, or a function annotated with one) builds a class providing every member of its
+    protocol, each callable with the protocol's arguments.
     """
     import dataclasses
 
