@@ -377,6 +377,12 @@ def _print_done(name: str, summary: dict) -> None:
     )
 
 
+def _check_target(target: float | None) -> None:
+    """``--target`` of ``report`` and ``compare``: an accuracy in (0, 1], or not given."""
+    if target is not None and not 0.0 < target <= 1.0:
+        raise UsageError(f"--target: {target} must be an accuracy in (0, 1], e.g. 0.6 for 60 %")
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """Print a markdown table comparing finished runs."""
     from raysfl.compare import RunDirError, compare_table, load_run
@@ -392,8 +398,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             raise UsageError(f"{item}: not a run directory")
     if not dirs:
         raise UsageError("no finished run directories (with summary.json) among: " + " ".join(args.runs))
-    if args.target is not None and not 0.0 < args.target <= 1.0:
-        raise UsageError(f"--target: {args.target} must be an accuracy in (0, 1], e.g. 0.6 for 60 %")
+    _check_target(args.target)
     try:
         records = [load_run(d) for d in dirs]
     except RunDirError as err:
@@ -454,8 +459,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Group finished runs by everything but the seed; write report.md (mean ± std) and PNG figures."""
     from raysfl.report.markdown import write_report
 
-    if args.target is not None and not 0.0 < args.target <= 1.0:
-        raise UsageError(f"--target: {args.target} must be an accuracy in (0, 1], e.g. 0.6 for 60 %")
+    _check_target(args.target)
     if args.last is not None and args.last < 1:
         raise UsageError(f"--last: {args.last} must be >= 1 (evaluations at the end of each run)")
     out = Path(args.out) if args.out else Path(args.runs[0]) / "report"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,11 +48,7 @@ class Run:
 
     def final(self, metric: str = "accuracy") -> float | None:
         """The run's last evaluation of ``metric`` (for accuracy: ``summary.json``'s final accuracy)."""
-        if metric == "accuracy":
-            value = self.summary.get("final_accuracy")
-            return None if value is None else float(value)
-        ys = self.curve("iteration", metric)[1]
-        return float(ys[-1]) if len(ys) else None
+        return self._summarised(metric, "final_accuracy", lambda ys: ys[-1])
 
     def end(self, metric: str = "accuracy", last: int = 0) -> float | None:
         """Where the run ended in ``metric``: its final value, or its last-``last`` mean when ``last`` > 0.
@@ -63,11 +59,15 @@ class Run:
 
     def best(self, metric: str = "accuracy") -> float | None:
         """The run's highest evaluation of ``metric`` (for accuracy: ``summary.json``'s best accuracy)."""
+        return self._summarised(metric, "best_accuracy", np.max)
+
+    def _summarised(self, metric: str, key: str, pick: Callable[[np.ndarray], Any]) -> float | None:
+        """``summary.json``'s ``key`` for the model's accuracy, else ``pick`` of ``metric``'s evaluations."""
         if metric == "accuracy":
-            value = self.summary.get("best_accuracy")
+            value = self.summary.get(key)
             return None if value is None else float(value)
         ys = self.curve("iteration", metric)[1]
-        return float(ys.max()) if len(ys) else None
+        return float(pick(ys)) if len(ys) else None
 
 
 @dataclass
@@ -173,10 +173,15 @@ def _candidates(path: Path) -> Iterable[Path]:
         yield from _candidates(child)
 
 
+def error_head(message: str) -> str:
+    """The first line of a failed trial's recorded error, saying how many more ``sweep.json`` keeps."""
+    head, _, rest = message.partition("\n")
+    return head + (f" [{len(rest.splitlines())} more lines in {SWEEP_STATUS}]" if rest else "")
+
+
 def _failure(trial: dict[str, Any]) -> str:
-    """A failed sweep trial's reason: the first line of its recorded error (the rest is in sweep.json)."""
-    first = str(trial.get("error", "")).partition("\n")[0]
-    return f"failed: {first}".rstrip(": ")
+    """A failed sweep trial's reason, as the report lists it."""
+    return f"failed: {error_head(str(trial.get('error', '')))}".rstrip(": ")
 
 
 def _why_not(run_dir: Path, trial: dict[str, Any] | None) -> str | None:

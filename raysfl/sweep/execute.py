@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from raysfl.engine.runner import _finite
+from raysfl.report.runs import error_head
 from raysfl.scenario import scenario_to_dict
 from raysfl.sweep.resources import TrialResources, trial_resources
 from raysfl.sweep.spec import Sweep
@@ -189,7 +190,7 @@ def _root_cause(err: BaseException) -> str:
 
     The whole message, not its first line: a missing dataset's error lists the places searched on the
     lines after it (``sweep.json`` keeps it, capped at :data:`MAX_ERROR_CHARS`; the terminal shows the
-    first line, :func:`first_line`).
+    first line, :func:`raysfl.report.runs.error_head`).
     """
     seen = err
     while getattr(seen, "cause", None) is not None and seen.cause is not seen:  # RayTaskError chains
@@ -200,12 +201,6 @@ def _root_cause(err: BaseException) -> str:
     if len(text) > MAX_ERROR_CHARS:
         text = text[:MAX_ERROR_CHARS] + " [...]"
     return f"{type(seen).__name__}: {text}" if text else type(seen).__name__
-
-
-def first_line(message: str) -> str:
-    """The first line of a recorded error, marked when more follows."""
-    head, _, rest = message.partition("\n")
-    return head + (f" [{len(rest.splitlines())} more lines in {STATUS_FILE}]" if rest else "")
 
 
 def _trial_status(out: Path, name: str) -> str:
@@ -337,7 +332,7 @@ def print_outcome(result: SweepResult, sweep_path: str, trial_cpus: float | None
     """
     print(f"sweep: {len(result.finished)} trial(s) finished, outputs in {result.out}")
     for name, error in result.failed.items():
-        print(f"sweep: trial {name} failed: {first_line(error)}", file=sys.stderr)
+        print(f"sweep: trial {name} failed: {error_head(error)}", file=sys.stderr)
     if result.failed:
         print(
             f"sweep: {len(result.failed)} trial(s) failed: {', '.join(result.failed)} (details in "
