@@ -466,7 +466,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     # shell-quoted, so the recorded command reruns as it stands ("A vs B" pairings hold spaces)
     command = "raysfl report " + shlex.join(sys.argv[2:]) if sys.argv[1:2] == ["report"] else ""
     try:
-        paired = args.paired or ()
         report = write_report(
             args.runs,
             out,
@@ -474,7 +473,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             x=args.x,
             command=command,
             last=args.last or 0,
-            paired=paired,
+            paired=args.paired or (),
             metric=args.metric,
         )
     except (FileNotFoundError, ValueError) as err:

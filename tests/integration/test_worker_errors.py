@@ -45,7 +45,7 @@ def test_the_local_backend_raises_the_same_exception(tmp_path, spec):
     assert not (tmp_path / "run" / "summary.json").exists()
 
 
-def test_the_cli_exits_non_zero_and_says_what_failed(ray_session, tmp_path, capsys):
+def test_the_cli_raises_the_workers_exception_and_writes_no_summary(ray_session, tmp_path, capsys):
     argv = ["run", str(SCENARIO), "--out", str(tmp_path / "run"), *LONGER]
     argv.append(f'algorithm.name="{METHODS}:SERVER_FAILS"')
     with pytest.raises(InjectedFaultError):
