@@ -96,7 +96,11 @@ class ReportingSink(Protocol):
     """
 
     def on_report(self, info: dict[str, Any]) -> None:
-        """A report was asked for; its evaluation comes to ``on_eval`` later, reports in this order."""
+        """A report was asked for; its evaluation comes to ``on_eval`` later, reports in this order.
+
+        ``info`` is the report's row so far (iteration, t, bytes, events) plus ``wall_s``, the run's wall
+        time when the report was asked for (the row's own ``wall_s`` is when its evaluation arrived).
+        """
 
 
 @runtime_checkable
@@ -229,9 +233,10 @@ class Coordinator:
                     "events": self.totals.events,
                 }
                 self.dispatcher.report(Report(a.slot, info))
+                asked = {**info, "wall_s": self.elapsed_wall()}
                 for s in self.sinks:
                     if isinstance(s, ReportingSink):
-                        s.on_report(info)
+                        s.on_report(asked)
             elif isinstance(a, Stop):
                 self.stopped = True
                 self.totals.stop_reason = a.reason

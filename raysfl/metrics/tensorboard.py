@@ -9,7 +9,8 @@ FedSL's ``latency_*`` (per-round latency, the paper's Fig. 4 quantity) and spars
 Between evaluations the sink accumulates staleness values and buffer composition, written as a
 histogram and scalars at each evaluation: the rows logged after the previous report and before this
 evaluation's report (:meth:`TensorBoardSink.on_report`), whenever the evaluation's value arrives (on Ray,
-later than the rows logged after it).
+later than the rows logged after it). ``speed/events_per_s`` is the coordinator's rate between two reports,
+timed when each report was asked for: evaluations that arrive together would otherwise make spikes.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class TensorBoardSink:
         self._share_slow: list[float] = []
         self._last_wall: float | None = None
         self._last_events = 0
-        self._closed: deque[dict[str, np.ndarray]] = deque()  # per report asked for, not yet evaluated
+        self._closed: deque[dict[str, Any]] = deque()  # per report asked for, not yet evaluated
         self.history: list[dict[str, Any]] = []  # per evaluation: what was collected between evaluations
 
     def on_event(self, row: dict[str, Any]) -> None:
@@ -45,8 +46,14 @@ class TensorBoardSink:
             self._share_slow.append(float(row["share_slow"]))
 
     def on_report(self, info: dict[str, Any]) -> None:
-        """Close the rows collected since the previous report: they belong to this report's evaluation."""
-        self._closed.append(self._take())
+        """Close the rows collected since the previous report: they belong to this report's evaluation.
+
+        The report's event count and wall time (when it was asked for) are kept with them for the speed.
+        """
+        collected = self._take()
+        collected["asked_events"] = int(info.get("events", 0))
+        collected["asked_wall_s"] = float(info.get("wall_s", 0.0))
+        self._closed.append(collected)
 
     def on_eval(self, row: dict[str, Any]) -> None:
         """Write the evaluation and the quantities collected between its report and the previous one."""
@@ -54,7 +61,7 @@ class TensorBoardSink:
         self.history.append(collected)
         self._write(row, collected)
 
-    def _take(self) -> dict[str, np.ndarray]:
+    def _take(self) -> dict[str, Any]:
         """The values collected since the last take, as arrays; the collection starts again."""
         collected = {
             "staleness": np.asarray(self._staleness, dtype=np.int64),
@@ -96,7 +103,7 @@ class TensorBoardSink:
         self._staleness = list(pending.get("staleness", []))
         self._share_fast, self._share_slow = list(pending.get("fast", [])), list(pending.get("slow", []))
 
-    def _write(self, row: dict[str, Any], collected: dict[str, np.ndarray]) -> None:
+    def _write(self, row: dict[str, Any], collected: dict[str, Any]) -> None:
         it, t = int(row["iteration"]), float(row["t"])
         w = self.writer
         for key in ("accuracy", "loss"):
@@ -129,7 +136,10 @@ class TensorBoardSink:
             w.add_scalar(
                 "buffer/share_slowest_quarter", float(np.mean(collected["share_slow"])), it, walltime=t
             )
-        wall, events = float(row.get("wall_s", 0.0)), int(row.get("events", 0))
+        # when the report was asked for; a sink that was not told (an older checkpoint's history) has the
+        # row's own values, timed when the evaluation arrived
+        wall = float(collected.get("asked_wall_s", row.get("wall_s", 0.0)))
+        events = int(collected.get("asked_events", row.get("events", 0)))
         if self._last_wall is not None and wall > self._last_wall:
             w.add_scalar(
                 "speed/events_per_s", (events - self._last_events) / (wall - self._last_wall), it, walltime=t

@@ -74,3 +74,35 @@ def test_ctrl_c_ends_cleanly_and_keeps_outputs(tmp_path):
     assert summary["interrupted"] is True and summary["stop_reason"] == "interrupted"
     assert pq.read_table(out / "metrics.parquet").num_rows >= 1
     assert pq.read_table(out / "events.parquet").num_rows > 0
+
+
+def _speeds(logdir: Path) -> list[tuple[int, float]]:
+    acc = EventAccumulator(str(logdir))
+    acc.Reload()
+    return [(s.step, s.value) for s in acc.Scalars("speed/events_per_s")]
+
+
+def test_tensorboard_speed_is_timed_when_reports_are_asked_for(tmp_path):
+    """Evaluations that arrive together (on Ray) must not make a spike: the rate between two reports is
+    their event counts over the wall time between the moments they were asked for."""
+    from raysfl.metrics.tensorboard import TensorBoardSink
+
+    sink = TensorBoardSink(tmp_path / "tb")
+    asked = [(0, 1.0), (100, 3.0), (400, 5.0)]  # (events, wall s when asked)
+    for events, wall in asked:
+        sink.on_report({"iteration": 0, "t": 0.0, "events": events, "wall_s": wall})
+    for i, (events, _) in enumerate(asked):  # all three arrive at wall 9 s, back to back
+        row = {"iteration": i, "t": float(i), "bytes_up": 0, "bytes_down": 0, "events": events, "wall_s": 9.0}
+        sink.on_eval(row)
+    sink.writer.flush()
+    assert _speeds(tmp_path / "tb") == [(1, 50.0), (2, 150.0)]  # 100 / 2 s, 300 / 2 s
+    # a resumed run rewrites the file from the checkpoint's history: the same speeds
+    state = sink.checkpoint(tmp_path, "x")
+    evals = [
+        {"iteration": i, "t": float(i), "bytes_up": 0, "bytes_down": 0, "events": e, "wall_s": 9.0}
+        for i, (e, _) in enumerate(asked)
+    ]
+    sink.resume(state, evals)
+    sink.writer.flush()
+    assert _speeds(tmp_path / "tb") == [(1, 50.0), (2, 150.0)]
+    sink.close()
