@@ -259,6 +259,11 @@ def _field_problems(cfg: ModelConfig, in_channels: int, image_size: int, num_cla
     return problems
 
 
+def _split_name(cfg: ModelConfig) -> str:
+    """The cut ``cfg`` asks for: ``model.split``, or the model's default split when it is not set."""
+    return cfg.split or MODELS[cfg.name].default_split
+
+
 def _build_parts(
     cfg: ModelConfig, in_channels: int, image_size: int, num_classes: int
 ) -> tuple[torch.nn.Sequential, torch.nn.Sequential, tuple[int, ...], torch.nn.Module | None]:
@@ -281,7 +286,7 @@ def _build_parts(
         raise ConfigError(  # the cause stays: build_split_model tells shape errors from others by it
             [f"model.name: {entry.name} cannot take {shape} inputs ({entry.input_rule}): {why}"]
         ) from err
-    client, server, activation_shape = stack.split(cfg.split or entry.default_split)
+    client, server, activation_shape = stack.split(_split_name(cfg))
     aux = None
     if cfg.aux:
         try:
@@ -334,7 +339,6 @@ def build_split_model(
     if problems:
         raise ConfigError(problems)
     entry = MODELS[cfg.name]
-    split = cfg.split or entry.default_split
     device = "meta" if torch.empty(0).is_meta else "cpu"  # CPU init: only the CPU generator is forked
     try:
         with torch.random.fork_rng(devices=[]), torch.device(device):
@@ -353,7 +357,7 @@ def build_split_model(
         server=server,
         aux=aux,
         name=entry.name,
-        split=split,
+        split=_split_name(cfg),
         activation_shape=activation_shape,
         input_shape=(in_channels, image_size, image_size),
         aux_name=cfg.aux,

@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from raysfl.engine.runner import _finite
+from raysfl.report.runs import SWEEP_STATUS as STATUS_FILE
 from raysfl.report.runs import error_head
 from raysfl.scenario import scenario_to_dict
 from raysfl.sweep.resources import TrialResources, trial_resources
 from raysfl.sweep.spec import Sweep
 from raysfl.sweep.trial import TrialTask
 
-STATUS_FILE = "sweep.json"
 TUNE_NAME = "_tune"
 
 
