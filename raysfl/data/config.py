@@ -42,8 +42,9 @@ class DataConfig:
     )
     partition: str = option(
         "shard",
-        choices=("iid", "shard", "dirichlet", "natural"),
-        doc="client split: iid slices, label shards, Dirichlet label skew, natural = LEAF writers [P] GAS §8",
+        choices=("iid", "shard", "dirichlet", "natural", "contiguous", "iid-equal"),
+        doc="client split: iid slices, label shards, Dirichlet label skew, natural = LEAF writers [P] GAS "
+        "§8; contiguous / iid-equal = ⌊N/K⌋ samples each in file order / at random [C] CSE-FSL spec §2.7-8",
     )
     shards_per_client: int = option(
         2, ge=1, doc="shards per client; at most this many labels per client [P] GAS s=2 (s=4 CINIC)"

@@ -1,9 +1,11 @@
-"""Split a training set over K clients: iid, label shards, Dirichlet label skew, or LEAF writers.
+"""Split a training set over K clients: iid, label shards, Dirichlet label skew, LEAF writers, equal slices.
 
+The equal slices hold ⌊N/K⌋ samples each, contiguous in the file's order or of a random permutation.
 Every partitioner draws only from the ``numpy.random.Generator`` passed in (the scenario's ``"sampling"``
 stream, STYLE §3), so the same seed gives the same split. Each returns one ascending int64 index array per
-client; iid, shard and dirichlet assign every sample to exactly one client. Consumers shuffle within a
-client (GAS uses ``DataLoader(shuffle=True)``, GAS spec §10.11).
+client; iid, shard and dirichlet assign every sample to exactly one client, the equal slices leave the last
+``N mod K`` unused. Consumers shuffle within a client (GAS uses ``DataLoader(shuffle=True)``, GAS spec
+§10.11).
 
 Example:
     >>> labels = np.repeat(np.arange(10), 10)
@@ -30,7 +32,7 @@ class Partition:
     """Client index arrays and their label statistics.
 
     Attributes:
-        method: ``"iid"``, ``"shard"``, ``"dirichlet"`` or ``"natural"``.
+        method: ``"iid"``, ``"shard"``, ``"dirichlet"``, ``"natural"``, ``"contiguous"`` or ``"iid-equal"``.
         indices: One ascending int64 array of training-sample indices per client.
         histograms: int64 ``(K, M)``: ``histograms[k, c]`` samples of class ``c`` at client ``k``.
         sizes: int64 ``(K,)``: samples per client (``|D_k|``, the weights of GAS eq. (10)).
@@ -201,6 +203,26 @@ def natural_partition(writers: np.ndarray, num_clients: int, rng: np.random.Gene
     return [np.sort(order[a:b]).astype(np.int64) for a, b in zip(starts, ends, strict=True)]
 
 
+def equal_slices(order: np.ndarray, num_clients: int, method: str) -> list[np.ndarray]:
+    """Client k gets ``order[k·m : (k+1)·m]`` with m = ⌊N/K⌋; the last ``N mod K`` samples are unused.
+
+    CSE-FSL's code splits F-EMNIST this way (CSE-FSL spec §2.7-8 [C]): ``contiguous`` takes the training set
+    in its file order (LEAF writers one after another, so each client holds one or two writers' samples;
+    Table V's loads assume these 209-sample clients), ``iid-equal`` a seeded permutation of it.
+
+    Raises:
+        PartitionError: fewer samples than clients.
+    """
+    n = order.shape[0]
+    if n < num_clients:
+        raise PartitionError(
+            f"{method}: {n} samples cannot give each of K={num_clients} clients one sample;"
+            " lower federation.num_clients"
+        )
+    m = n // num_clients
+    return [np.sort(order[k * m : (k + 1) * m]).astype(np.int64) for k in range(num_clients)]
+
+
 def partition_dataset(
     labels: np.ndarray,
     cfg: DataConfig,
@@ -236,9 +258,14 @@ def partition_dataset(
         if writers is None:
             raise PartitionError("data.partition='natural' needs per-sample writers (dataset 'femnist')")
         parts = natural_partition(np.asarray(writers, dtype=np.int64), num_clients, rng)
+    elif cfg.partition == "contiguous":
+        parts = equal_slices(np.arange(labels.shape[0], dtype=np.int64), num_clients, cfg.partition)
+    elif cfg.partition == "iid-equal":
+        parts = equal_slices(rng.permutation(labels.shape[0]).astype(np.int64), num_clients, cfg.partition)
     else:
         raise PartitionError(
-            f"unknown data.partition {cfg.partition!r}; choose iid, shard, dirichlet or natural"
+            f"unknown data.partition {cfg.partition!r}; choose iid, shard, dirichlet, natural, contiguous"
+            " or iid-equal"
         )
     hist = label_histograms(labels, parts, m)
     return Partition(cfg.partition, tuple(parts), hist, hist.sum(axis=1))

@@ -76,6 +76,19 @@ class ModelConfig:
     vit_embed_dim: int = option(
         512, ge=8, doc="vit_small: token width, a multiple of the 8 heads [A] GAS App. H leaves it open"
     )
+    cse_fsl_cifar10_pool: str = option(
+        "code",
+        choices=("code", "paper"),
+        doc="cse_fsl_cifar10: code = 3×3/2 max pools (padding 1), LRN before the second pool, as the "
+        "authors' code [C]; paper = 2×2 max pools each followed by LRN, as §VI-A [P]; same shapes and "
+        "counts [A] CSE-FSL spec §2.7-10",
+    )
+    aux_activation: str = option(
+        "relu",
+        choices=("relu", "none"),
+        doc="activation between the 1×1 conv and the Linear of a cnn_mlp_* auxiliary head; the paper does "
+        "not say [A] CSE-FSL spec §2.7-12",
+    )
     cse_fsl_femnist_relu: bool = option(
         True,
         doc="cse_fsl_femnist: ReLU after each client conv as in Reddi et al.; False = authors' code [A] "

@@ -1,8 +1,9 @@
 """Auxiliary heads: small networks that map the client activation to logits for a local loss.
 
 CSE-FSL spec §4.2 (Tables III and IV of the paper): the "MLP" head is one Linear layer on the flattened
-activation; a "CNN+MLP" head with C channels is a 1×1 convolution to C channels, a ReLU (the activation is not
-specified; CSE-FSL spec §2.7-12 [A]; it does not change the parameter count), a flatten and one Linear layer.
+activation; a "CNN+MLP" head with C channels is a 1×1 convolution to C channels, an activation (not
+specified by the paper: ReLU, or none with ``model.aux_activation = "none"``; CSE-FSL spec §2.7-12 [A]; it
+does not change the parameter count), a flatten and one Linear layer.
 Their parameter counts are (for an activation of shape (C_a, H, W) and M classes):
 
 * ``mlp``: C_a·H·W·M + M (CIFAR-10 64×6×6 → 23,050; F-EMNIST 64×12×12 → 571,454);
@@ -22,30 +23,43 @@ from functools import partial
 
 from torch import nn
 
-AuxBuilder = Callable[[tuple[int, ...], int], nn.Module]
-"""``(activation_shape, num_classes) -> head``; the head maps a batch of activations to logits."""
+AuxBuilder = Callable[..., nn.Module]
+"""``(activation_shape, num_classes, activation="relu") -> head``; the head maps a batch of activations to
+logits. ``activation`` (``"relu"`` or ``"none"``) is the one between a head's layers; a head without hidden
+layers ignores it."""
+
+ACTIVATIONS = ("relu", "none")
 
 
-def mlp_head(activation_shape: tuple[int, ...], num_classes: int) -> nn.Module:
-    """Flatten the activation and apply one Linear layer ("MLP", CSE-FSL spec §4.2)."""
+def mlp_head(activation_shape: tuple[int, ...], num_classes: int, activation: str = "relu") -> nn.Module:
+    """Flatten the activation and apply one Linear layer ("MLP", CSE-FSL spec §4.2).
+
+    There is no hidden layer, so ``activation`` is unused.
+    """
+    del activation
     return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(activation_shape), num_classes))
 
 
-def cnn_mlp_head(activation_shape: tuple[int, ...], num_classes: int, channels: int) -> nn.Module:
-    """A 1×1 conv to ``channels`` maps, ReLU, flatten, one Linear layer ("CNN+MLP", CSE-FSL spec §4.2).
+def cnn_mlp_head(
+    activation_shape: tuple[int, ...], num_classes: int, channels: int, activation: str = "relu"
+) -> nn.Module:
+    """A 1×1 conv to ``channels`` maps, ReLU or nothing, flatten, one Linear ("CNN+MLP", CSE-FSL spec §4.2).
+
+    The activation is not given by the paper (CSE-FSL spec §2.7-12 [A]).
 
     Raises:
-        ValueError: if the activation is not a (C, H, W) feature map.
+        ValueError: if the activation is not a (C, H, W) feature map, or ``activation`` is not one of
+            :data:`ACTIVATIONS`.
     """
     if len(activation_shape) != 3:
         raise ValueError(f"a CNN+MLP head needs a (C, H, W) activation, got shape {activation_shape}")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"aux_activation: {activation!r} is not one of {', '.join(ACTIVATIONS)}")
     c, h, w = activation_shape
-    return nn.Sequential(
-        nn.Conv2d(c, channels, kernel_size=1),
-        nn.ReLU(),
-        nn.Flatten(),
-        nn.Linear(channels * h * w, num_classes),
-    )
+    layers: list[nn.Module] = [nn.Conv2d(c, channels, kernel_size=1)]
+    if activation == "relu":
+        layers.append(nn.ReLU())
+    return nn.Sequential(*layers, nn.Flatten(), nn.Linear(channels * h * w, num_classes))
 
 
 AUX_HEADS: dict[str, AuxBuilder] = {

@@ -290,7 +290,7 @@ def _build_parts(
     aux = None
     if cfg.aux:
         try:
-            aux = AUX_HEADS[cfg.aux](activation_shape, num_classes)
+            aux = AUX_HEADS[cfg.aux](activation_shape, num_classes, activation=cfg.aux_activation)
         except ValueError as err:
             raise ConfigError([f"model.aux: {_first_line(err)}"]) from None
     return client, server, activation_shape, aux

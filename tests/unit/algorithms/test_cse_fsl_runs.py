@@ -299,7 +299,8 @@ def test_femnist_scenario_validates_and_fails_with_the_data_error(tmp_path, monk
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("RAYSFL_DATA", raising=False)
     sc = load_scenario(ROOT / "scenarios" / "cse_fsl" / "table5" / "femnist_noniid_cse_fsl_h2_quick.toml")
-    assert (sc.data.dataset, sc.data.partition, sc.federation.num_clients) == ("femnist", "natural", 3500)
+    # §2.7-8: Table V's loads assume the code's 209-sample contiguous clients
+    assert (sc.data.dataset, sc.data.partition, sc.federation.num_clients) == ("femnist", "contiguous", 3500)
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataNotFoundError, match="FEMNIST"):
         runner.run(sc, tmp_path / "out", backend="local", data_dir=str(tmp_path / "empty"))

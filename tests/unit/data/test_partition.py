@@ -120,6 +120,30 @@ def test_natural_needs_writers_and_enough_of_them() -> None:
     assert [p.tolist() for p in part.indices] == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11]]
 
 
+def test_contiguous_gives_equal_slices_in_file_order() -> None:
+    """CSE-FSL's code (spec §2.7-8): client k holds samples [k·⌊N/K⌋, (k+1)·⌊N/K⌋); the rest is unused."""
+    part = partition_dataset(np.arange(23) % 10, DataConfig(partition="contiguous"), 4, _rng())
+    assert [p.tolist() for p in part.indices] == [
+        [0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11, 12, 13, 14], [15, 16, 17, 18, 19]
+    ]  # fmt: skip
+    assert part.sizes.tolist() == [5, 5, 5, 5] and part.method == "contiguous"
+    # 209 samples per client at Table V's F-EMNIST scale (N = 731,500 + 3,499 left over, K = 3,500)
+    big = partition_dataset(np.zeros(734_999, np.int64), DataConfig(partition="contiguous"), 3500, _rng())
+    assert set(big.sizes.tolist()) == {209}
+
+
+def test_iid_equal_draws_equal_random_slices() -> None:
+    part = partition_dataset(LABELS, DataConfig(partition="iid-equal"), 7, _rng(3))
+    assert set(part.sizes.tolist()) == {714}  # ⌊5000 / 7⌋; 2 samples unused
+    every = np.concatenate(part.indices)
+    assert np.unique(every).size == 7 * 714 and all(np.all(np.diff(i) > 0) for i in part.indices)
+    assert (part.histograms > 0).all()  # mixed labels
+    again = partition_dataset(LABELS, DataConfig(partition="iid-equal"), 7, _rng(3))
+    assert all(np.array_equal(a, b) for a, b in zip(part.indices, again.indices, strict=True))
+    with pytest.raises(PartitionError, match="iid-equal: 3 samples cannot give each of K=4"):
+        partition_dataset(np.arange(3), DataConfig(partition="iid-equal"), 4, _rng())
+
+
 def test_label_histograms() -> None:
     hist = label_histograms(np.array([0, 1, 1, 2, 2, 2]), [np.array([0, 1]), np.array([2, 3, 4, 5])], 4)
     assert hist.tolist() == [[1, 1, 0, 0], [0, 1, 3, 0]] and hist.dtype == np.int64

@@ -189,6 +189,35 @@ def test_cse_fsl_femnist_counts(aux, params):
     assert count_params(model.aux) == params
 
 
+def test_cse_fsl_cifar10_paper_pooling_keeps_shapes_and_counts():
+    """§VI-A: each conv "followed by a 2×2 max-pooling and a local response norm layer" (the code: 3×3/2
+    pools, LRN before the second); both map 24 -> 12 -> 6."""
+    code = build("cse_fsl_cifar10", size=24, aux="cnn_mlp_54", meta=False)
+    paper = build("cse_fsl_cifar10", size=24, aux="cnn_mlp_54", meta=False, cse_fsl_cifar10_pool="paper")
+    assert [n for n, _ in code.client.named_children()][-2:] == ["lrn2", "pool2"]
+    assert [n for n, _ in paper.client.named_children()] == [
+        "conv1", "relu1", "pool1", "lrn1", "conv2", "relu2", "pool2", "lrn2"
+    ]  # fmt: skip
+    assert (paper.client.pool1.kernel_size, paper.client.pool1.stride) == (2, 2)
+    assert paper.activation_shape == code.activation_shape == (64, 6, 6)
+    assert [count_params(m) for m in (paper.client, paper.server, paper.aux)] == [107_328, 960_970, 22_960]
+    x = torch.randn(2, 3, 24, 24)
+    paper.client.load_state_dict(code.client.state_dict())  # same parameters, other function
+    assert not torch.allclose(paper.client(x), code.client(x))
+    # by hand: block 1 of the paper's order is LRN(maxpool2x2(relu(conv1 x)))
+    block1 = paper.client.lrn1(torch.nn.functional.max_pool2d(torch.relu(paper.client.conv1(x)), 2))
+    torch.testing.assert_close(paper.client[:4](x), block1)
+
+
+@pytest.mark.parametrize("aux", ["cnn_mlp_54", "cnn_mlp_7"])
+def test_aux_activation_none_drops_the_relu_and_keeps_counts(aux):
+    relu = build("cse_fsl_cifar10", size=24, aux=aux)
+    plain = build("cse_fsl_cifar10", size=24, aux=aux, aux_activation="none")
+    assert [type(m).__name__ for m in relu.aux] == ["Conv2d", "ReLU", "Flatten", "Linear"]
+    assert [type(m).__name__ for m in plain.aux] == ["Conv2d", "Flatten", "Linear"]
+    assert count_params(plain.aux) == count_params(relu.aux)
+
+
 def test_cse_fsl_femnist_relu_option_keeps_counts():
     model = build("cse_fsl_femnist", c=1, size=28, classes=62, cse_fsl_femnist_relu=False)
     assert [n for n, _ in model.client.named_children()] == ["conv1", "conv2", "pool", "drop1"]
