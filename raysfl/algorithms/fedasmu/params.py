@@ -3,7 +3,8 @@
 Paper: Jia, Liu et al., "Efficient Federated Learning with Timely Update Dissemination" (spec §3.8-3.9).
 
 The paper's printed equations where the spec corrects them are options whose default is the correction:
-``alpha_grad_sign`` (A5), ``sigma_derivative`` (A6), ``grad_denominator`` (A3/§3.3 item 5).
+``alpha_grad_sign`` (A5), ``sigma_derivative`` (A6), ``grad_denominator`` (A3/§3.3 item 5), ``control_record``
+(A7/§3.3 item 4).
 """
 
 from __future__ import annotations
@@ -48,6 +49,13 @@ class MUParams:
         "exact",
         choices=("exact", "paper"),
         doc="∂ξ/∂σ = −λ·ln(s)/(√t s^σ) (exact, spec A6) or the paper's ln(σ) factor of Eq. (5) [P]",
+    )
+    control_record: str = option(
+        "own-record",
+        choices=("own-record", "literal-prev-version"),
+        doc="the aggregation Eqs. (4)-(5) differentiate through: device i's own last one (own-record, spec "
+        "§3.3 item 4 [A]) or the one that produced w_o, the base of its training, whichever device it "
+        'aggregated (literal-prev-version, the paper\'s "(o−1)-th aggregation" [P])',
     )
     grad_denominator: str = option(
         "epochs",

@@ -49,6 +49,8 @@ class MUServer(FLServer):
         self.names = tuple(n for n, p in self.full.named_parameters() if p.requires_grad)
         p = self.p
         self.controls: dict[int, ServerControls] = {}
+        # own-record: client -> its last aggregation; literal-prev-version: version -> the aggregation that
+        # produced it, kept while a job's base or the current model has that version
         self.records: dict[int, tuple[AggregationRecord, torch.Tensor]] = {}
         self.meta = MetaPolicy(p.lstm_hidden, p.rl_lr, p.baseline_rho, seed)
         self.rng = np.random.Generator(np.random.PCG64(seed))
@@ -99,7 +101,7 @@ class MUServer(FLServer):
             self.discarded += 1
             return
         weights = {k: v.detach().cpu() for k, v in upload["weights"].items()}
-        self._aggregate(client, weights, base, s, upload.get("meta", {}))
+        self._aggregate(client, weights, base, o, s, upload.get("meta", {}))
 
     # --- the method ------------------------------------------------------------------------------
     def sqrt_index(self) -> int:
@@ -109,21 +111,31 @@ class MUServer(FLServer):
         return self.version + 1
 
     def _aggregate(
-        self, client: int, weights: Weights, base: Weights, s: int, meta: Mapping[str, Any]
+        self, client: int, weights: Weights, base: Weights, o: int, s: int, meta: Mapping[str, Any]
     ) -> None:
+        """Eqs. (3), (2), (1) for ``client``'s model trained from version ``o`` (staleness ``s``)."""
         p = self.p
+        literal = p.control_record == "literal-prev-version"
         ctl = self.controls.setdefault(client, ServerControls(p.lambda0, p.sigma0, p.iota0))
-        prev = self.records.get(client)
+        prev = self.records.get(o if literal else client)  # version 0 (the initial model): none
         if p.learn_alpha and prev is not None:
             self._learn(ctl, prev, weights, base, meta)
         t = self.sqrt_index()
         xi = max(staleness_xi(ctl.lam, ctl.sigma, ctl.iota, t, s), p.xi_min)
         alpha = clamp(squash(xi, p.mu_alpha), p.alpha_min, p.alpha_max)
         d = flat_params(weights, self.names) - flat_params(self.global_weights, self.names)
-        self.records[client] = (AggregationRecord(t, s, xi), d)
         self.alpha_sum += alpha
         self.aggregated += 1
         self._commit(mix_models(self.global_weights, weights, alpha))
+        self.records[self.version if literal else client] = (AggregationRecord(t, s, xi), d)
+        if literal:
+            self._forget_unreachable_versions()
+
+    def _forget_unreachable_versions(self) -> None:
+        """Drop the records of versions that no open job started from and that are not current."""
+        oldest = min([o for o, _ in self.bases.values()] + [self.version])
+        for version in [v for v in self.records if v < oldest]:
+            del self.records[version]
 
     def _learn(
         self,
@@ -133,7 +145,11 @@ class MUServer(FLServer):
         base: Weights,
         meta: Mapping[str, Any],
     ) -> None:
-        """Eq. (3) with the gradients of Eqs. (4)-(5) through device i's own last aggregation (spec §3.3)."""
+        """Eq. (3) with the gradients of Eqs. (4)-(5) through the aggregation ``prev`` (spec §3.3 item 4).
+
+        ``prev`` is device i's own last aggregation, or the one that produced its base w_o
+        (``control_record``); either way it is device i's (λ, σ, ι) that move.
+        """
         p = self.p
         rec, d_prev = prev
         lr = float(meta.get("lr", self.train.lr))

@@ -6,6 +6,7 @@ import math
 
 import fl_helpers
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 import torch
 from fl_helpers import KEY, wt
@@ -164,6 +165,44 @@ def test_server_learns_controls_by_hand(sign):
     w3 = (1 - alpha) * w2 + alpha * (base + step)
     assert srv.global_model()[KEY].flatten().tolist() == pytest.approx(w3.tolist(), rel=1e-5)
     assert srv.version == 3 and srv.evaluate()["discarded"] == 0
+
+
+@pytest.mark.parametrize("sign", ["consistent", "paper"])
+def test_literal_previous_version_learns_through_the_aggregation_that_made_the_base(sign):
+    """control_record = "literal-prev-version" (the paper's "(o−1)-th aggregation", spec §3.3 item 4).
+
+    w_0 = [1, 2]; devices 0 and 1 start at v0. Device 1 uploads [1, 4] (t = 1, s = 1, ξ = 1): v1, whose
+    record is d = [1, 4] − w_0. Device 2 starts at v1. Device 0 uploads [3, 2] (s = 2): its base v0 has no
+    producing aggregation, so nothing is learnt. Device 2 uploads w_1 + [0.1, −0.2] (s = 2): it learns through
+    device 1's aggregation (t = 1, s = 1, ξ = 1), with its own, initial controls (λ, σ, ι) = (1, 0.5, 0).
+    With the default own record, device 2 has none and would not learn.
+    """
+    eta = 0.05
+    params = {"eta_lambda": eta, "eta_sigma": eta, "eta_iota": eta, "alpha_grad_sign": sign}
+    srv = server({**params, "control_record": "literal-prev-version"})
+    srv.send_job(0)
+    srv.send_job(1)
+    srv.on_client_model(1, upload(1.0, 4.0), 1)
+    d_1 = np.array([1.0, 4.0]) - np.array([1.0, 2.0])
+    srv.send_job(2)
+    w1 = srv.global_model()[KEY].flatten().double().numpy()
+    srv.on_client_model(0, upload(3.0, 2.0), 1)
+    assert srv.control_table()[0] == (1.0, 0.5, 0.0)
+    step = np.array([0.1, -0.2])
+    srv.on_client_model(2, upload(*(w1 + step).tolist()), 1)
+    big_g = float((-1 if sign == "consistent" else 1) * step / (0.01 * 5) @ d_1)
+    c = 10 / (1 + 10 * 1.0) ** 2  # q = 1/(√1·1^σ) = 1; ∂ξ/∂σ = −λ·ln(1)·q = 0
+    expected = (max(1 - eta * big_g * c, 0), 0.5, max(-eta * big_g * c, 0.0))
+    assert srv.control_table()[2] == pytest.approx(expected, rel=1e-6)
+    assert set(srv.records) == {3}  # no open job: only the current version's record is kept
+    own = server(params)
+    for k in (0, 1):
+        own.send_job(k)
+    own.on_client_model(1, upload(1.0, 4.0), 1)
+    own.send_job(2)
+    own.on_client_model(0, upload(3.0, 2.0), 1)
+    own.on_client_model(2, upload(1.1, 1.8), 1)
+    assert own.control_table()[2] == (1.0, 0.5, 0.0)
 
 
 def test_learn_alpha_false_keeps_controls():
@@ -459,3 +498,14 @@ def test_end_to_end_accuracy_above_chance(tmp_path, name):
     summary, events, metrics = fl_helpers.run_scenario(base, tmp_path)
     assert metrics[0]["accuracy"] <= 0.2
     assert summary["best_accuracy"] >= 0.6  # 10 classes: chance is 0.1
+
+
+def test_literal_previous_version_runs_learns_and_resumes_identically(tmp_path):
+    """On the engine, with 3 concurrent trainings: controls move, and a resumed run keeps the per-version
+    records it needs (the checkpoint holds them) and ends as the uninterrupted one."""
+    params = {**BASE["algorithm"]["params"], "control_record": "literal-prev-version", "eta_lambda": 0.01}
+    doc = {**BASE, "algorithm": {"name": "fedasmu", "params": params}}
+    doc["train"] = {**BASE["train"], "global_iterations": 6, "eval_every": 2}
+    fl_helpers.resumes_identically(doc, tmp_path)
+    metrics = pq.read_table(tmp_path / "full" / "metrics.parquet").to_pylist()
+    assert metrics[-1]["mean_lambda"] != 1.0  # λ_0 = 1: learnt through other devices' aggregations
