@@ -7,7 +7,8 @@ The policy sees times, ids and sizes only, never tensors. Per client job (E loca
              G_k downloads, the client back-propagates; then either the next forward + upload
              (→ ``act``) or, after the E-th iteration, the client-side model upload     → ``model`` event
     model    the model buffer takes w_{c,k}; every Q_c models one aggregation = one global iteration;
-             an idle client, drawn uniformly from those not active, starts at once (§10.2)
+             an idle client, drawn uniformly from those not active, starts at once (§10.2); with
+             C = K none is idle and the client that finished starts again
 
 Durations come from :class:`raysfl.system.durations.TimeModel`; FLOPs and bytes from the measured model
 (:class:`SplitCosts`), or the reference code's constants where ``system.timing`` sets them
@@ -218,9 +219,12 @@ class GASPolicy:
             actions += more
             if stop:
                 return actions
-        j = int(self.rng.choice(self.idle))
-        self.idle.remove(j)
-        self.idle.append(k)
+        if self.idle:
+            j = int(self.rng.choice(self.idle))
+            self.idle.remove(j)
+            self.idle.append(k)
+        else:  # C = K: every other client is training, so the one that finished is the one to start
+            j = k
         return actions + self._start_job(j, t)
 
     # --- checkpoints --------------------------------------------------------------------------------------

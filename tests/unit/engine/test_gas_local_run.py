@@ -135,3 +135,17 @@ def test_reference_code_options_run_end_to_end(tmp_path, gas_run):
     assert {e["bytes_up"] for e in events if e["kind"] == "model"} == {620_544 // 8}
     assert [m["loss"] for m in metrics] != [m["loss"] for m in gas_run[2]]
     assert all((e["bytes_down"] or 0) >= 0 for e in events)
+
+
+def test_full_participation_restarts_the_client_that_finished(tmp_path):
+    """C = K: no client is idle when one finishes (the draw from an empty list used to crash); the one
+    that finished starts again at once, and every client keeps one job at a time."""
+    overrides = ["federation.num_clients=5", "federation.active_clients=5", "train.global_iterations=4"]
+    summary, events, metrics, _ = _run(tmp_path, overrides)
+    assert summary["stop_reason"] != "interrupted" and metrics[-1]["iteration"] == 4
+    starts = [e for e in events if e["kind"] == "start"]
+    models = [e for e in events if e["kind"] == "model"]
+    assert len(starts) > 5  # restarts beyond the initial five
+    restarts = [(s["client"], s["t"]) for s in starts[5:]]
+    assert restarts == [(m["client"], m["t"]) for m in models[: len(restarts)]]  # same client, same time
+    assert {e["client"] for e in events} == set(range(5))
