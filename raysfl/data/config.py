@@ -53,7 +53,10 @@ class DataConfig:
         0.1, gt=0, doc="Dirichlet concentration, smaller = more skew [P] GAS α ∈ {0.1, 0.3}"
     )
     min_client_size: int = option(
-        10, ge=0, doc="Dirichlet: redraw until every client holds this many samples [C] GAS min_require_size"
+        10,
+        ge=1,
+        doc="Dirichlet: redraw until every client holds this many samples (≥ 1: a client without data cannot "
+        "train) [C] GAS min_require_size",
     )
     augment: str = option(
         "auto",

@@ -43,12 +43,20 @@ def load_dataset(cfg: DataConfig, data_dir_override: str | None = None) -> Image
 
     Raises:
         DataNotFoundError: no copy anywhere; the message lists every searched place and how to get the data.
+            Also when ``cfg.data_dir`` is set but names no directory and no ``data_dir_override`` replaces
+            it: it would be passed over for the other places without a word (the CLI refuses such a
+            ``--data-dir`` too).
         DataCorruptError: a copy was found but is truncated, malformed or has the wrong sample counts.
     """
     if cfg.dataset not in DATASETS:
         raise DataError(f"unknown dataset {cfg.dataset!r}; known: {', '.join(DATASETS)}")
     if cfg.dataset == "synthetic":
         return make_synthetic(cfg)
+    if cfg.data_dir and not data_dir_override and not Path(cfg.data_dir).expanduser().is_dir():
+        raise DataNotFoundError(
+            f"data.data_dir: {cfg.data_dir} is not a directory; set it to the folder that holds the dataset, "
+            "or to '' to search $RAYSFL_DATA, ./data and the system folders"
+        )
     info = DATASETS[cfg.dataset]
     places = search_places(info, data_dir_override, cfg.data_dir)
     source = find_source(info, places)

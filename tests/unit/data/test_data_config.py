@@ -43,3 +43,9 @@ def test_natural_partition_needs_femnist() -> None:
     with pytest.raises(ConfigError, match="natural"):
         build(DataConfig, {"dataset": "cifar10", "partition": "natural"}, path="data")
     assert build(DataConfig, {"dataset": "femnist", "partition": "natural"}).partition == "natural"
+
+
+def test_a_dirichlet_minimum_of_zero_is_refused() -> None:
+    """With 0 a client may get no sample, and its first minibatch divided by zero deep in the batching."""
+    with pytest.raises(ConfigError, match="data.min_client_size"):
+        build(DataConfig, {"partition": "dirichlet", "min_client_size": 0}, path="data")

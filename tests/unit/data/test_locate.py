@@ -58,6 +58,18 @@ def test_a_place_without_the_data_is_skipped(
     assert load_dataset(cfg).source == str(isolated_env / "data" / "mnist")
 
 
+def test_a_data_dir_that_does_not_exist_is_refused(
+    tmp_path: Path, isolated_env: Path, make_idx_dir: Callable
+) -> None:
+    """A mistyped data.data_dir used to be passed over for ./data without a word (--data-dir is refused)."""
+    make_idx_dir(isolated_env / "data" / "mnist", seed=3)
+    cfg = dataclasses.replace(OFFLINE, data_dir=str(tmp_path / "typo"))
+    with pytest.raises(DataNotFoundError, match=r"data.data_dir: .*typo is not a directory"):
+        load_dataset(cfg)
+    # --data-dir replaces a scenario's folder from another machine: then it is only listed if nothing is found
+    assert load_dataset(cfg, str(isolated_env / "data")).source == str(isolated_env / "data" / "mnist")
+
+
 @pytest.mark.parametrize("sub", ["fashion-mnist", "FashionMNIST/raw", "."])
 @pytest.mark.parametrize("gz", [True, False])
 def test_layouts_inside_a_root(tmp_path: Path, make_idx_dir: Callable, sub: str, gz: bool) -> None:
