@@ -174,6 +174,9 @@ def check_spec(spec: Any, where: str = "algorithm.name") -> list[str]:
                 f"{where}: {field} builds {cls.__qualname__}, whose {mismatch} as raysfl.api."
                 f"{protocol.__name__} calls it"
             )
+    for field in ("train_lr_decay", "aux_heads"):
+        if not isinstance(getattr(spec, field), bool):
+            problems.append(f"{where}: AlgorithmSpec {spec.name!r}.{field} must be True or False")
     for field in ("validate", "single_pool"):
         if getattr(spec, field) is not None and not callable(getattr(spec, field)):
             problems.append(f"{where}: AlgorithmSpec {spec.name!r}.{field} is not callable")

@@ -104,11 +104,21 @@ def _cross_checks(sc: Scenario) -> list[str]:
         problems.append("data.partition: 'natural' (one client per writer) needs data.dataset = 'femnist'")
     channels = data.synthetic_channels if data.dataset == "synthetic" else meta.channels
     size = data.synthetic_image_size if data.dataset == "synthetic" else meta.image_size
-    if data.crop_size:
+    if data.crop_size > size:
+        problems.append(
+            f"data.crop_size: {data.crop_size} exceeds the {size}×{size} images of {data.dataset}; use at "
+            f"most {size} (0 = no crop)"
+        )
+    elif data.crop_size:
         size = data.crop_size
     problems += validate_model_config(sc.model, channels, size, classes)
     problems += sc.system.timing.algorithm_problems(sc.algorithm.name)
     spec = sc.algorithm_spec
+    if sc.model.aux and not spec.aux_heads:
+        problems.append(
+            f"model.aux: {sc.algorithm.name!r} trains no auxiliary head (the head would be built and never "
+            "used); set model.aux = '' (auxiliary heads are for local-loss methods such as cse_fsl, fsl_an)"
+        )
     if sc.train.lr_decay != 1.0 and not spec.train_lr_decay:
         problems.append(
             f"train.lr_decay: {sc.train.lr_decay} is applied by the full-model FL methods' policy only, not "

@@ -37,6 +37,9 @@ class AlgorithmSpec:
             loading then requires ``engine.pools = 1`` (the scenario check names both).
         train_lr_decay: whether the method applies ``train.lr_decay`` (the full-model FL family's policy
             does); a scenario that sets it for any other method is refused.
+        aux_heads: whether the method may train an auxiliary head on the client activation (``model.aux``;
+            its ``validate`` may still require or refuse one for given options); a scenario that sets
+            ``model.aux`` for any other method is refused, since the head would be built and never trained.
         smoke: ``dotted.key=value`` overrides a small test run of the method needs beyond the defaults (what
             ``validate`` demands, and sizes that keep it quick); the tests that run every method (checkpoint
             and resume) apply them, so a new method needs no special case there.
@@ -57,6 +60,7 @@ class AlgorithmSpec:
     state_classes: tuple[type, ...] = ()
     single_pool: Callable[[Any], tuple[str, str] | None] | None = None
     train_lr_decay: bool = False
+    aux_heads: bool = False
     smoke: tuple[str, ...] = ()
 
 

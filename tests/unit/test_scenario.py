@@ -72,6 +72,22 @@ def test_cross_section_checks():
     assert any(p.startswith("model.split:") and "'L2'" in p for p in problems)
 
 
+def test_a_crop_larger_than_the_images_is_refused_at_load_time():
+    """It used to pass validation and fail with a traceback when the first batch was cut."""
+    (p,) = _problems({"data": {"crop_size": 100}})
+    assert p == "data.crop_size: 100 exceeds the 28×28 images of fashion-mnist; use at most 28 (0 = no crop)"
+    assert scenario_from_dict({"data": {"crop_size": 28}}).data.crop_size == 28
+
+
+@pytest.mark.parametrize("method", ["gas", "fedavg", "minibatch_sfl", "lightweight_fedsl", "fedasmu"])
+def test_an_auxiliary_head_is_refused_by_methods_that_train_none(method):
+    """It was built and never trained: the run looked the same as without it."""
+    problems = _problems({"model": {"aux": "mlp"}, "algorithm": {"name": method}})
+    assert any(p.startswith(f"model.aux: {method!r} trains no auxiliary head") for p in problems)
+    doc = {"model": {"name": "cse_fsl_cifar10", "aux": "mlp"}, "algorithm": {"name": "cse_fsl"}}
+    assert scenario_from_dict({**doc, "data": {"dataset": "cifar10"}}).model.aux == "mlp"
+
+
 def test_unknown_algorithm_and_bad_algorithm_params():
     assert any(
         "algorithm.name: 'gass' is not a known method (did you mean 'gas'?)" in p

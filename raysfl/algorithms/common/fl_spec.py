@@ -39,6 +39,7 @@ def fl_spec(
     policy_options: Callable[[RunSetup], dict[str, Any]] = lambda setup: {},
     policy: type[FLPolicy] = FLPolicy,
     state_classes: tuple[type, ...] = (),
+    validate: Callable[[Any, Any], list[str]] | None = None,
 ) -> AlgorithmSpec:
     """The :class:`AlgorithmSpec` of a full-model FL method.
 
@@ -56,6 +57,7 @@ def fl_spec(
         policy: the policy class, :class:`FLPolicy` or a subclass (ASO-Fed's step size, FedProx's stragglers).
         state_classes: the method's own state classes besides ``server`` and ``policy`` (its objective's
             class); the family's shared ones (:data:`FL_STATE_CLASSES`) are added here.
+        validate: ``(scenario, params) -> problems``, the method's cross-section rules.
     """
 
     def make_client(
@@ -91,7 +93,7 @@ def fl_spec(
         make_client=make_client,
         make_server=make_server,
         make_policy=make_policy,
-        validate=None,
+        validate=validate,
         state_classes=(*FL_STATE_CLASSES, server, policy, *state_classes),
         train_lr_decay=True,
     )

@@ -124,7 +124,8 @@ def fsl_spec(
         make_client=make_client,
         make_server=make_server,
         make_policy=make_policy,
-        validate=validate,
+        validate=validate,  # which of the four needs model.aux and which refuses it (validate_aux)
+        aux_heads=True,
         state_classes=FSL_STATE_CLASSES,
         smoke=smoke,
     )

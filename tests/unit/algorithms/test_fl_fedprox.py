@@ -214,3 +214,19 @@ def test_resume_with_stragglers(tmp_path, drop):
         "metrics": {**TINY["metrics"], "events": True},
     }
     fl_helpers.resumes_identically(doc, tmp_path)
+
+
+def test_dropping_every_straggler_of_a_round_is_refused_at_load_time():
+    """round(0.75·2) = 2 of C = 2 dropped left no device; it used to fail only once the run started."""
+    from raysfl.config import ConfigError
+
+    doc = {**TINY, "algorithm": {"name": "fedprox", "params": {"drop_stragglers": True}}}
+    with pytest.raises(ConfigError) as err:
+        fl_helpers.scenario_from_dict(
+            doc, ["federation.active_clients=2", "algorithm.params.straggler_fraction=0.75"]
+        )
+    (problem,) = err.value.problems
+    assert problem.startswith("algorithm.params.straggler_fraction: round(0.75·C) = 2 stragglers of C = 2")
+    assert "use a fraction below 0.75" in problem
+    keep = ["federation.active_clients=2", "algorithm.params.straggler_fraction=0.5"]  # one dropped: fine
+    assert fl_helpers.scenario_from_dict(doc, keep).params.drop_stragglers
