@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -57,6 +58,39 @@ def single_pool(params: GASParams) -> tuple[str, str] | None:
     )
 
 
+def largest_log_weight(params: GASParams, n_max: int) -> float:
+    """The logarithm of the largest single weight s(n), n ≤ ``n_max``, of GAS §5's weighting."""
+    log_a, n = math.log(params.weight_a), max(n_max, 1)
+    if params.weighting == "exponential":
+        return log_a + max(params.weight_b, 0.0) * n
+    if params.weighting == "polynomial":
+        return log_a + max(params.weight_b, 0.0) * math.log(n)
+    return log_a + math.log(n)
+
+
+def validate(scenario: Any, params: GASParams) -> list[str]:
+    """s(n) must stay finite in the statistics' type up to the last progress n = T·E (paper progress).
+
+    The statistics of full covariances are float32 (at most about e^88.7), diagonal ones float64 (e^709.8).
+    The code's progress counters have no such bound at load time; :func:`raysfl.algorithms.gas.stats.
+    weight_overflow` stops such a run when a total weight passes the limit.
+    """
+    if params.progress != "paper":
+        return []
+    n_max = scenario.train.global_iterations * scenario.train.local_iterations
+    dtype = torch.float32 if params.covariance == "full" else torch.float64
+    limit = math.log(torch.finfo(dtype).max)
+    if largest_log_weight(params, n_max) <= limit:
+        return []
+    return [
+        f"algorithm.params.weight_b: s(n) = {params.weight_a:g}·"
+        + ("e^(b·n)" if params.weighting == "exponential" else "n^b")
+        + f" with b = {params.weight_b:g} reaches e^{largest_log_weight(params, n_max):.1f} at n = T·E = "
+        f"{n_max}, beyond the {str(dtype).removeprefix('torch.')} statistics of covariance = "
+        f"{params.covariance!r} (at most e^{limit:.1f}); lower weight_b, or use weighting = 'linear'"
+    ]
+
+
 SPEC = AlgorithmSpec(
     name="gas",
     params=GASParams,
@@ -66,6 +100,7 @@ SPEC = AlgorithmSpec(
     make_client=make_client,
     make_server=make_server,
     make_policy=make_policy,
+    validate=validate,
     single_pool=single_pool,
     smoke=("algorithm.params.q_s=3", "algorithm.params.q_c=3", 'algorithm.params.covariance="diagonal"'),
     state_classes=(

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from raysfl.algorithms.common.device import to_device
+from raysfl.config import ConfigError
 
 if TYPE_CHECKING:
     from raysfl.algorithms.gas.lowrank import LowRankSampler
@@ -103,6 +104,8 @@ class LabelGaussians:
         xc = x - mb
         s_old = self.weight[y].to(self.dtype)  # (a view of weight[y] when dtype is float64)
         s_new = s_old + wb
+        if not float(s_new) <= torch.finfo(self.dtype).max:
+            raise weight_overflow(y, float(s_new), self.dtype)
         s_old_value = float(s_old)  # read before weight[y] is overwritten
         mu_old = self.mean[y].to(self.dtype)
         mu = (s_old * mu_old + wb * mb) / s_new
@@ -129,6 +132,23 @@ class LabelGaussians:
                 self.cov[y].diagonal().add_(ridge)
             else:
                 self.cov[y].add_(ridge)
+
+
+def weight_overflow(label: int, total: float, dtype: torch.dtype) -> ConfigError:
+    """The error for a total weight S_y beyond ``dtype``: the statistics would turn into inf and NaN.
+
+    s(n) grows without bound in n; a fast-growing one (exponential, a large polynomial exponent) passes the
+    largest ``dtype`` number within a run (float32 holds up to about e^88.7, the full covariances' type;
+    float64 up to e^709.8).
+    """
+    return ConfigError(
+        [
+            f"algorithm.params.weighting: the total weight S_y of label {label} reached {total:.3g}, beyond "
+            f"the {str(dtype).removeprefix('torch.')} statistics (at most {torch.finfo(dtype).max:.3g}), so "
+            "eqs. (11)-(12) would give inf and NaN; lower algorithm.params.weight_b or weight_a, or use "
+            "weighting = 'linear' (the paper's)"
+        ]
+    )
 
 
 @contextmanager

@@ -127,3 +127,36 @@ def test_logit_adjusted_gradient_by_hand():
     z = torch.tensor([0.2 + math.log(0.75), 0.5 + math.log(0.25), -1.0 + math.log(1e-12)])
     p = torch.exp(z) / torch.exp(z).sum()
     assert torch.allclose(s.grad[0], p - torch.tensor([0.0, 1.0, 0.0]), atol=1e-6)
+
+
+@pytest.mark.parametrize(("covariance", "dtype"), [("full", torch.float32), ("diagonal", torch.float64)])
+def test_a_total_weight_beyond_the_statistics_type_stops_with_the_option_named(covariance, dtype):
+    """s(n) = e^n passes float32 at n ≈ 88.7: the merge used to give inf and NaN means silently."""
+    from raysfl.config import ConfigError
+
+    stats = LabelGaussians(2, 3, covariance, dtype)
+    big = math.exp(80.0) if dtype == torch.float32 else math.exp(700.0)
+    stats.update(torch.ones(2, 3), torch.tensor([0, 0]), torch.full((2,), big, dtype=torch.float64))
+    assert torch.isfinite(stats.mean).all() and stats.weight[0] == pytest.approx(2 * big)
+    with pytest.raises(ConfigError, match=r"algorithm.params.weighting: the total weight S_y of label 0"):
+        stats.update(torch.ones(1, 3), torch.tensor([0]), torch.full((1,), big * 1e10, dtype=torch.float64))
+    assert torch.isfinite(stats.mean).all()  # nothing was merged
+
+
+def test_an_exponential_weight_that_cannot_fit_is_refused_at_load_time():
+    from raysfl.config import ConfigError
+    from raysfl.scenario import scenario_from_dict
+
+    doc = {
+        "train": {"global_iterations": 5, "local_iterations": 20},
+        "algorithm": {"name": "gas", "params": {"weighting": "exponential"}},
+    }
+    with pytest.raises(ConfigError) as err:  # e^(1·100) with full covariances (float32, at most e^88.7)
+        scenario_from_dict(doc)
+    (problem,) = err.value.problems
+    assert problem.startswith("algorithm.params.weight_b: s(n) = 1·e^(b·n) with b = 1 reaches e^100.0 at n")
+    assert "float32 statistics of covariance = 'full' (at most e^88.7)" in problem
+    diagonal = {**doc["algorithm"]["params"], "covariance": "diagonal"}  # float64: e^709.8
+    assert scenario_from_dict({**doc, "algorithm": {"name": "gas", "params": diagonal}})
+    smaller = {**doc["algorithm"]["params"], "weight_b": 0.5}  # e^50
+    assert scenario_from_dict({**doc, "algorithm": {"name": "gas", "params": smaller}})
