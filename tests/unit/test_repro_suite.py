@@ -41,15 +41,20 @@ def test_every_repro_sweep_validates_and_plans(path, capsys, tmp_path):
 
 
 def tiny_synthetic(scenario_dict: dict) -> dict:
-    """The trial's scenario on synthetic data of the real dataset's shape, one short global iteration."""
+    """The trial's scenario on synthetic data of the real dataset's shape, one short global iteration.
+
+    Each client gets 40 samples, or the h minibatches a CSE-FSL client needs before its first upload.
+    """
     info = DATASETS[scenario_dict["data"]["dataset"]]
     data = dict(scenario_dict["data"])
+    h = scenario_dict["algorithm"].get("params", {}).get("h", 1)
+    per_client = max(40, h * scenario_dict["train"]["batch_size"])
     data.update(
         dataset="synthetic",
         synthetic_channels=info.channels,
         synthetic_image_size=info.image_size,
         synthetic_classes=info.num_classes,
-        synthetic_train=40 * scenario_dict["federation"]["num_clients"],
+        synthetic_train=per_client * scenario_dict["federation"]["num_clients"],
         synthetic_test=50,
     )
     train = dict(scenario_dict["train"], global_iterations=1, local_iterations=2, eval_every=1)

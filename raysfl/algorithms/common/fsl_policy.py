@@ -27,6 +27,7 @@ the same messages from the tensors it receives and sends (``FSLServer.evaluate``
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,7 @@ from raysfl.algorithms.common.fsl_round import (
 from raysfl.algorithms.common.fsl_server import FSLServer
 from raysfl.algorithms.common.fsl_split_client import FSLSplitClient
 from raysfl.algorithms.common.schedule import eval_due, eval_slot, evaluate, finish_job, out_of_time
+from raysfl.config import ConfigError
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,42 @@ class FSLPolicy:
             c.client_forward_flops + c.aux_forward_flops + c.aux_backward_flops + c.client_backward_flops
         )
         self.server_flops = c.server_forward_flops + c.server_backward_flops
+        self._check_client_rounds()
+
+    def _check_client_rounds(self) -> None:
+        """Every client has a minibatch each round and, with a local loss, at least one upload.
+
+        Raises:
+            ConfigError: a client without a minibatch (``drop_last`` with fewer samples than B), or an h
+                larger than every client's batches per round: nothing would ever reach the server.
+        """
+        rules, b = self.rules, self.train.batch_size
+        batches = {}
+        for k in range(self.setup.num_clients):
+            n = self.setup.client_size(k)
+            batches[k] = len(round_batch_sizes(n, b, rules.drop_last, rules.local_epochs))
+            if not batches[k]:
+                raise ConfigError(
+                    [
+                        f"train.batch_size: client {k} holds {n} samples, fewer than train.batch_size = {b}, "
+                        "and algorithm.params.drop_last = true leaves it no minibatch; lower the batch size "
+                        "or set drop_last = false"
+                    ]
+                )
+        if not rules.local_loss:
+            return
+        silent = [k for k, nb in batches.items() if not upload_batches(nb, rules.h, rules.upload_rule)]
+        if not silent:
+            return
+        fewest = min(batches[k] for k in silent)
+        why = (
+            f"algorithm.params.h: h = {rules.h} exceeds the {fewest} minibatches a round "
+            f"(local_epochs · ⌈|D_i|/B⌉) of {len(silent)} of the {len(batches)} clients, which never upload "
+            "smashed data with upload_rule = 'last_of_window'"
+        )
+        if len(silent) == len(batches):
+            raise ConfigError([f"{why}: the server would never train; use h ≤ {max(batches.values())}"])
+        print(f"raysfl: warning: {why}; their rounds train only the client side", file=sys.stderr)
 
     # --- the policy protocol ---------------------------------------------------------------------------
     def start(self) -> list[Action]:
@@ -169,12 +207,7 @@ class FSLPolicy:
         self.plans = {}
         for k in parts:
             n = self.setup.client_size(k)
-            sizes = round_batch_sizes(n, b, rules.drop_last, rules.local_epochs)
-            if not sizes:
-                raise RuntimeError(
-                    f"client {k} holds {n} samples, fewer than train.batch_size = {b} with "
-                    "algorithm.params.drop_last = true: it would have no minibatch"
-                )
+            sizes = round_batch_sizes(n, b, rules.drop_last, rules.local_epochs)  # never empty (__init__)
             if rules.local_loss:
                 ups = upload_batches(len(sizes), rules.h, rules.upload_rule)
                 segs = segments(len(sizes), rules.agg_every_batches)

@@ -102,7 +102,7 @@ SPEC = fsl_spec(
     name="cse_fsl",
     params=CSEFSLParams,
     rules=cse_fsl_rules,
-    smoke=_AUX_SMOKE,
+    smoke=(*_AUX_SMOKE, "algorithm.params.h=2"),  # a small run's clients hold fewer than h = 5 minibatches
     description="split FL with an auxiliary-head local loss, one server model, smashed data every h batches",
 )
 FSL_AN_SPEC = fsl_spec(

@@ -13,6 +13,7 @@ import torch
 
 from raysfl.algorithms import cse_fsl
 from raysfl.algorithms.common.fsl_accounting import round_bytes, storage_params
+from raysfl.config import ConfigError
 from raysfl.data.errors import DataNotFoundError
 from raysfl.engine import runner
 from raysfl.models.flops import count_params
@@ -312,3 +313,24 @@ def test_a_slow_server_queues_uploads_and_the_evaluation_waits_for_it(tmp_path):
     assert any(e["queue_s"] > 0 for e in ups) and all(e["queue_s"] >= 0 for e in ups)
     last_model = max(e["t"] for e in r["events"] if e["kind"] == "model")
     assert r["metrics"][-1]["t"] > last_model  # stamped when x_s has taken the round's last upload
+
+
+def test_an_h_beyond_every_clients_batches_is_refused_before_training(tmp_path, capsys):
+    """h = 14 > the 13 minibatches each client has a round: nothing reached the server, which never
+    trained, and the run finished at chance without a word."""
+    with pytest.raises(
+        ConfigError, match=r"algorithm.params.h: h = 14 exceeds the 13 minibatches .* use h ≤ 13"
+    ):
+        run(tmp_path, "cse_fsl", ["algorithm.params.h=14"], name="h14")
+    # 601 samples over 3 clients, B = 20: 201 → 11 batches, 200 → 10; h = 11 leaves two clients silent
+    sizes = ["data.synthetic_train=601", "train.batch_size=20", "algorithm.params.h=11"]
+    r = run(tmp_path, "cse_fsl", sizes, name="h11")
+    assert "h = 11 exceeds the 10 minibatches a round (local_epochs · ⌈|D_i|/B⌉) of 2 of the 3" in (
+        capsys.readouterr().err
+    )
+    assert {e["client"] for e in r["events"] if e["kind"] == "upload"} == {0}
+
+
+def test_drop_last_with_a_client_smaller_than_a_batch_is_refused_before_training(tmp_path):
+    with pytest.raises(ConfigError, match=r"train.batch_size: client 0 holds 200 samples, fewer than"):
+        run(tmp_path, "cse_fsl", ["train.batch_size=250", "algorithm.params.drop_last=true"], name="dl")
