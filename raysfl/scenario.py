@@ -184,11 +184,32 @@ def scenario_from_dict(data: Mapping[str, Any], overrides: Sequence[str] = ()) -
     return sc
 
 
+def resolve_trace_file(raw: dict[str, Any], base: Path) -> None:
+    """Make a relative ``system.trace_file`` of the raw scenario ``raw`` absolute, from ``base`` (in place).
+
+    Any other value (absolute, empty, not a string) is left as it is, for :func:`~raysfl.config.build` to
+    check.
+    """
+    system = raw.get("system")
+    value = system.get("trace_file") if isinstance(system, dict) else None
+    if not isinstance(value, str) or not value or Path(value).is_absolute():
+        return
+    joined = base / value
+    try:
+        system["trace_file"] = str(joined.resolve())  # type: ignore[index]
+    except (OSError, ValueError, RuntimeError):  # a NUL (build() names it), a symlink loop: joined as given
+        system["trace_file"] = str(joined.absolute())  # type: ignore[index]
+
+
 def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
     """Load a scenario TOML file, apply overrides, validate; one :class:`ConfigError` lists all problems.
 
     A file that sets no key at all is refused: it would silently start the full default run (an empty file
     is nearly always a mistake). Without a ``name`` the scenario is named after the file.
+
+    A relative ``system.trace_file`` is relative to the scenario file's folder when the file sets it, and to
+    the working directory when an override sets it; either way the scenario holds the absolute path, so the
+    run's ``config.toml`` records it and a resumed run finds the same file from any directory.
     """
     raw = read_toml(path)
     if not raw:
@@ -203,7 +224,10 @@ def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
         )
     raw.setdefault("name", name_from_stem(Path(path).stem))
     try:
-        return scenario_from_dict(raw, overrides)
+        resolve_trace_file(raw, Path(path).parent)  # the file's own path: from its folder
+        raw = apply_overrides(raw, overrides)
+        resolve_trace_file(raw, Path.cwd())  # still relative, so an override's: from the working directory
+        return scenario_from_dict(raw)
     except ConfigError as err:
         raise ConfigError(err.problems, source=str(path)) from None
 

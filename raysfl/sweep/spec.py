@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from raysfl.config import ConfigError, read_toml
-from raysfl.scenario import Scenario, scenario_from_dict
+from raysfl.scenario import Scenario, resolve_trace_file, scenario_from_dict
 
 TOP_LEVEL_KEYS = ("base", "name", "description", "set", "grid", "link")
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -246,6 +246,7 @@ def load_sweep(path: str | Path) -> Sweep:
         else:
             try:
                 base_doc = read_toml(base_path)
+                resolve_trace_file(base_doc, base_path.parent)  # as the scenario loader: from its folder
             except ConfigError as err:
                 problems += [f"base: {m}" for m in err.problems]
     settings = raw.get("set", {})

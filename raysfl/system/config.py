@@ -23,12 +23,27 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from raysfl.config import option
 
 COMPUTE_KINDS = ("fixed", "uniform", "ratio", "trace")
 LINK_KINDS = ("fixed", "uniform", "wireless", "trace")
+POWER_DBM_RANGE = (-100.0, 100.0)  # 0.1 pW to 10 MW: wider than any radio's transmit power
+NOISE_DBM_PER_HZ_RANGE = (-250.0, 0.0)  # thermal noise is -174 dBm/Hz at 290 K, -199 at 1 K
+
+
+def _power_dbm_problem(unset_by: str) -> Callable[[float], str | None]:
+    """A ``check`` for a transmit power in dBm: -inf (unset: ``unset_by`` in W applies) or within range."""
+    low, high = POWER_DBM_RANGE
+
+    def check(value: float) -> str | None:
+        if value == -math.inf or low <= value <= high:
+            return None
+        return f"is out of range; give {low:g} to {high:g} dBm, or -inf (the default) to use {unset_by}"
+
+    return check
 
 
 @dataclass(frozen=True)
@@ -82,6 +97,9 @@ class LinkConfig:
         ``system.trace_file``.
 
     Every kind divides both rates by ``bandwidth_reduction`` (FedASMU's κ ∈ {1, 50, 100}, fedasmu §2.6).
+    The rates these options give must come out finite and at least 1 bit/s: options that drive them to 0,
+    infinity or an underflow are refused by name when the devices are drawn
+    (:func:`raysfl.system.profiles.draw_devices`).
     """
 
     kind: str = option("wireless", choices=LINK_KINDS, doc="link-rate generator")
@@ -101,18 +119,26 @@ class LinkConfig:
         choices=("area", "radius"),
         doc="kind=wireless: uniform in the annulus' area [P] GAS §8.1, or d ~ U(min, radius) [C] GAS §10.3",
     )
-    path_loss_a_db: float = option(128.1, doc="kind=wireless: path-loss intercept a, dB [P] GAS §8.1")
-    path_loss_b_db: float = option(37.6, doc="kind=wireless: path-loss slope b, dB per decade of km [P]")
+    path_loss_a_db: float = option(
+        128.1, ge=0, doc="kind=wireless: path-loss intercept a (the loss at 1 km), dB [P] GAS §8.1"
+    )
+    path_loss_b_db: float = option(
+        37.6, ge=0, doc="kind=wireless: path-loss slope b, dB per decade of km (the loss grows with d) [P]"
+    )
     tx_power_w: float = option(0.2, gt=0, doc="kind=wireless: client transmit power, W [P] GAS §8.1")
     tx_power_dbm: float = option(
-        -math.inf, doc="kind=wireless: client power, dBm; -inf = use tx_power_w (lightweight-fedsl: 23) [P]"
+        -math.inf,
+        check=_power_dbm_problem("tx_power_w"),
+        doc="kind=wireless: client power, -100 to 100 dBm; -inf = use tx_power_w (lightweight-fedsl: 23) [P]",
     )
     server_tx_power_w: float = option(
         0.2, gt=0, doc="kind=wireless: server (downlink) transmit power, W; GAS is silent, same as client [A]"
     )
     server_tx_power_dbm: float = option(
         -math.inf,
-        doc="kind=wireless: server power, dBm; -inf = use server_tx_power_w (lightweight-fedsl: 37) [P]",
+        check=_power_dbm_problem("server_tx_power_w"),
+        doc="kind=wireless: server power, -100 to 100 dBm; -inf = use server_tx_power_w "
+        "(lightweight-fedsl: 37) [P]",
     )
     bandwidth_hz: float = option(1e7, gt=0, doc="kind=wireless: bandwidth W, Hz [P] GAS §8.1")
     bandwidth_mode: str = option(
@@ -120,7 +146,12 @@ class LinkConfig:
         choices=("shared", "per-client"),
         doc="kind=wireless: W/K orthogonal split over the K clients [P] GAS §8.1, or W each [C] GAS §10.3",
     )
-    noise_dbm_per_hz: float = option(-174.0, doc="kind=wireless: noise PSD N_0, dBm/Hz [P] GAS §8.1")
+    noise_dbm_per_hz: float = option(
+        -174.0,
+        ge=NOISE_DBM_PER_HZ_RANGE[0],
+        le=NOISE_DBM_PER_HZ_RANGE[1],
+        doc="kind=wireless: noise PSD N_0, dBm/Hz [P] GAS §8.1",
+    )
     bandwidth_reduction: float = option(
         1.0, gt=0, doc="divide every rate by κ (any kind); fedasmu §2.5 uses 1, 50, 100 [P]"
     )
@@ -234,7 +265,9 @@ class SystemConfig:
         0.0, ge=0, doc="server compute rate, FLOP/s; 0 = server compute is free [C] GAS §10.2"
     )
     trace_file: str = option(
-        "", doc="CSV with columns client, flops_per_s, uplink_bps, downlink_bps[, distance_m] (kind=trace)"
+        "",
+        doc="CSV with columns client, flops_per_s, uplink_bps, downlink_bps[, distance_m] (kind=trace); "
+        "relative to the scenario file's folder (to the working directory in a key=value override)",
     )
 
     def __post_init__(self) -> None:

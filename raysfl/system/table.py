@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from raysfl.config import ConfigError
 
 COLUMNS = ("client", "flops_per_s", "uplink_bps", "downlink_bps", "distance_m")
 RATE_COLUMNS = ("flops_per_s", "uplink_bps", "downlink_bps")
+MAX_TRACE_BYTES = 64 << 20  # a trace holds about 80 bytes a client: 64 MiB is some 800,000 clients
 
 
 def _frozen(values: Any, name: str, n: int | None) -> NDArray[np.float64]:
@@ -146,29 +148,56 @@ class DeviceTable:
         """Read a trace CSV; with ``num_clients`` = K, keep clients 0..K-1 (the file may list more).
 
         Raises:
-            ConfigError: the file is missing or empty, a column is missing, a value is not a finite
-                positive number, a client id is repeated or missing; each problem names the file, the row
-                (line number) and the column.
+            ConfigError: the file is missing, a directory, unreadable, not UTF-8 text, too large or empty,
+                a column is missing, a value is not a finite positive number, a client id is repeated or
+                missing; each problem names the file, the row (line number) and the column.
         """
         p = Path(path)
+        reader = csv.DictReader(io.StringIO(_read_text(p), newline=""))
         try:
-            with p.open(newline="") as fh:
-                reader = csv.DictReader(fh)
-                fields = [f.strip() for f in reader.fieldnames or []]
-                if not fields:
-                    raise ConfigError([f"{p}: trace file is empty; expected a header {','.join(COLUMNS)}"])
-                missing = [c for c in COLUMNS[:4] if c not in fields]
-                unknown = [c for c in fields if c not in COLUMNS]
-                if missing or unknown:
-                    why = [f"missing column(s) {', '.join(missing)}"] if missing else []
-                    why += [f"unknown column(s) {', '.join(unknown)}"] if unknown else []
-                    expected = ",".join(COLUMNS)
-                    raise ConfigError([f"{p}: line 1 (header): {'; '.join(why)}; expected {expected}"])
-                reader.fieldnames = fields
-                rows = list(reader)
-        except FileNotFoundError:
-            raise ConfigError([f"{p}: trace file not found"]) from None
+            fields = [f.strip() for f in reader.fieldnames or []]
+            if not fields:
+                raise ConfigError([f"{p}: trace file is empty; expected a header {','.join(COLUMNS)}"])
+            missing = [c for c in COLUMNS[:4] if c not in fields]
+            unknown = [c for c in fields if c not in COLUMNS]
+            if missing or unknown:
+                why = [f"missing column(s) {', '.join(missing)}"] if missing else []
+                why += [f"unknown column(s) {', '.join(unknown)}"] if unknown else []
+                expected = ",".join(COLUMNS)
+                raise ConfigError([f"{p}: line 1 (header): {'; '.join(why)}; expected {expected}"])
+            reader.fieldnames = fields
+            rows = list(reader)
+        except csv.Error as err:  # a cell over the csv module's size limit, a stray quote
+            line = reader.reader.line_num  # DictReader's own line_num stops at the last good row
+            raise ConfigError([f"{p}: line {line}: not a valid CSV row ({err})"]) from None
         return _parse_rows(rows, str(p), num_clients, first_line=2)
+
+
+def _read_text(p: Path) -> str:
+    """The text of the trace file ``p``; every way reading it can fail is a :class:`ConfigError` naming it.
+
+    At most :data:`MAX_TRACE_BYTES` are read (``/dev/zero`` given by mistake must not fill the memory), and
+    the text must be UTF-8 (a leading byte-order mark, as spreadsheets write, is dropped).
+    """
+    try:
+        with p.open("rb") as fh:
+            data = fh.read(MAX_TRACE_BYTES + 1)
+    except FileNotFoundError:
+        raise ConfigError([f"{p}: trace file not found"]) from None
+    except IsADirectoryError:
+        raise ConfigError([f"{p}: is a directory; give the path of a CSV trace file"]) from None
+    except (OSError, ValueError) as err:  # ValueError: a NUL in the path
+        raise ConfigError(
+            [f"{p}: cannot read the trace file: {getattr(err, 'strerror', None) or err}"]
+        ) from None
+    if len(data) > MAX_TRACE_BYTES:
+        limit = f"{MAX_TRACE_BYTES >> 20} MiB"
+        raise ConfigError([f"{p}: larger than {limit}; a trace is a CSV text file of some 80 bytes a client"])
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as err:
+        where = f"byte {data[err.start]:#04x} at offset {err.start}"
+        raise ConfigError([f"{p}: not a UTF-8 text file ({where}); a trace is a CSV text file"]) from None
 
 
 def _parse_rows(
