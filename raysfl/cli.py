@@ -168,9 +168,32 @@ def shipped(item: str) -> Path:
 
 
 def _load(path: str, overrides: Sequence[str]):  # noqa: ANN202 - Scenario imported lazily
+    """Load and validate a scenario, its devices too: a bad trace file or link option names the file."""
+    return _load_with_devices(path, overrides)[0]
+
+
+def _load_with_devices(path: str, overrides: Sequence[str]) -> tuple[Any, Any]:
+    """The scenario (:func:`_load`) and the device table its run draws."""
     from raysfl.scenario import load_scenario
 
-    return load_scenario(shipped(path), overrides)
+    source = shipped(path)
+    sc = load_scenario(source, overrides)
+    return sc, _draw_devices(sc, str(source))
+
+
+def _draw_devices(sc, source: str):  # noqa: ANN001, ANN202 - Scenario, DeviceTable imported lazily
+    """The device table the run of ``sc`` draws; a problem (trace file, rates) names the scenario ``source``.
+
+    Drawing reads ``system.trace_file`` and computes every rate from the link options, so a scenario whose
+    devices cannot be drawn is refused before anything runs, as one paragraph under the scenario's name.
+    """
+    from raysfl.engine.rng import stream
+    from raysfl.system.profiles import draw_devices
+
+    try:
+        return draw_devices(sc.system, sc.federation.num_clients, stream(sc.seed, "timing"))
+    except ConfigError as err:
+        raise ConfigError(err.problems, source=source) from None
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -226,11 +249,9 @@ def cmd_describe_model(args: argparse.Namespace) -> int:
 
 def cmd_describe_devices(args: argparse.Namespace) -> int:
     """Draw and print the scenario's device table and its summary."""
-    from raysfl.engine.rng import stream
-    from raysfl.system.profiles import describe_devices, draw_devices
+    from raysfl.system.profiles import describe_devices
 
-    sc = _load(args.scenario, args.overrides)
-    table = draw_devices(sc.system, sc.federation.num_clients, stream(sc.seed, "timing"))
+    sc, table = _load_with_devices(args.scenario, args.overrides)
     print(f"devices of {sc.name} (seed {sc.seed}, {len(table)} clients)")
     print(describe_devices(table))
     return 0
@@ -296,6 +317,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.resume:
         run_dir = Path(args.resume)
         scenarios = [_resume_scenario(run_dir, paths, overrides)]
+        paths = paths or [run_dir]  # a problem found while running names the run directory
     elif not paths:
         raise UsageError("run: name a scenario (file, directory or glob), or --resume RUN_DIR")
     else:
@@ -308,19 +330,32 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         _refuse_duplicate_names(scenarios, paths)
         outs = [_child_dir(Path(args.out), sc.name) if args.out else default_out_dir(sc) for sc in scenarios]
+    if args.backend == "local":  # the server runs here: refuse a device this process lacks before any run
+        from raysfl.engine.hosts import pick_device
+
+        for sc, path in zip(scenarios, paths, strict=True):
+            try:
+                pick_device(sc.engine.server_device)
+            except ConfigError as err:
+                raise ConfigError(err.problems, source=str(path)) from None
     for out in outs:  # refuse a used or unwritable --out before running any scenario of the set
         if out is not None:
             check_out_dir(out, resume=bool(args.resume), overwrite=args.overwrite)
-    for sc, out in zip(scenarios, outs, strict=True):
-        summary = run(
-            sc,
-            out,
-            backend=args.backend,
-            address=address,
-            data_dir=args.data_dir,
-            resume=bool(args.resume),
-            overwrite=args.overwrite,
-        )
+    for sc, out, path in zip(scenarios, outs, paths, strict=True):
+        try:
+            summary = run(
+                sc,
+                out,
+                backend=args.backend,
+                address=address,
+                data_dir=args.data_dir,
+                resume=bool(args.resume),
+                overwrite=args.overwrite,
+            )
+        except ConfigError as err:  # found while running (the server's device): name the scenario
+            if err.source:
+                raise
+            raise ConfigError(err.problems, source=str(path)) from None
         _print_done(sc.name, summary)
         if summary["interrupted"]:
             return 130
@@ -360,9 +395,11 @@ def _resume_scenario(run_dir: Path, paths: Sequence[Path], overrides: Sequence[s
         return _load(str(paths[0]), overrides)
     stored = require_checkpoint_dir(run_dir) / SCENARIO_FILE
     try:
-        return scenario_from_dict(read_toml(stored), overrides)
+        sc = scenario_from_dict(read_toml(stored), overrides)
     except ConfigError as err:
         raise ConfigError(err.problems, source=str(stored)) from None
+    _draw_devices(sc, str(stored))
+    return sc
 
 
 def _print_done(name: str, summary: dict) -> None:

@@ -190,6 +190,29 @@ def actor_options(n_pools: int, server_device: str) -> tuple[dict[str, Any], lis
     return server, [{"num_cpus": cpu, "scheduling_strategy": "SPREAD"} for _ in range(n_pools)]
 
 
+def check_server_gpu(server_device: str, server_options: dict[str, Any]) -> None:
+    """Refuse ``engine.server_device = "cuda"`` when the server actor would get no GPU.
+
+    Checked on the driver: in the actor, the failure would be a constructor error that Ray reports as a dead
+    actor, restarted and retried until the run gives up without saying why.
+
+    Raises:
+        ServerDeviceError: the cluster (or the sweep trial's bundle) offers the server no GPU.
+    """
+    from raysfl.engine.hosts import ServerDeviceError
+
+    if server_device == "cuda" and float(server_options.get("num_gpus", 0) or 0) < 1:
+        where = (
+            "the sweep trial's server bundle" if "scheduling_strategy" in server_options else "the cluster"
+        )
+        raise ServerDeviceError(
+            [
+                f"engine.server_device: 'cuda' needs a GPU, but {where} has none for the server; choose "
+                "'auto' (the GPU where there is one, else the CPU) or 'cpu'"
+            ]
+        )
+
+
 def ray_dispatcher(prep: Any, address: str | None) -> RayDispatcher:
     """Start Ray if needed, put the data in the object store once, create the pools and the server."""
     from raysfl.actors.client_pool import ClientPool
@@ -201,6 +224,7 @@ def ray_dispatcher(prep: Any, address: str | None) -> RayDispatcher:
     k = sc.federation.num_clients
     n_pools = pool_count(k, eng.pools, eng.clients_per_pool)
     server_opts, pool_opts = actor_options(n_pools, eng.server_device)
+    check_server_gpu(eng.server_device, server_opts)
     ds = prep.dataset
     train_x, train_y = ray.put(ds.train_x), ray.put(ds.train_y)
     test_x, test_y = ray.put(ds.test_x), ray.put(ds.test_y)

@@ -21,6 +21,8 @@ import torch
 from raysfl import profiling
 from raysfl.algorithms.base import AlgorithmSpec, RunSetup
 from raysfl.api import ClientLogic, ServerLogic, check_logic
+from raysfl.config import ConfigError, option_meta
+from raysfl.engine.config import EngineConfig
 from raysfl.engine.policy_errors import PolicyError
 from raysfl.engine.rng import seed_sequence, torch_seed
 from raysfl.engine.snapshot import capture, rebuild
@@ -67,10 +69,42 @@ def _use_threads(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
+_DEVICE_FIELD = next(f for f in dataclasses.fields(EngineConfig) if f.name == "server_device")
+SERVER_DEVICES: tuple[str, ...] = option_meta(_DEVICE_FIELD).choices or ()
+"""The values ``engine.server_device`` allows."""
+
+
+class ServerDeviceError(ConfigError):
+    """``engine.server_device`` asks for a device the server's process does not have (a user error: exit 2).
+
+    A :class:`~raysfl.config.ConfigError`, so the command line prints it as one paragraph naming the option;
+    it pickles with its problems, so a Ray worker's error reaches the driver as this type.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Rebuild from the problems (not the joined message, as the base class would), keeping the notes."""
+        return type(self), (self.problems, self.source, self.kind), dict(self.__dict__)
+
+
 def pick_device(requested: str) -> str:
-    """``cuda`` when asked for or (``auto``) when this process sees a GPU, else ``cpu``."""
+    """``cuda`` when asked for or (``auto``) when this process sees a GPU, else ``cpu``.
+
+    Raises:
+        ServerDeviceError: ``requested`` is ``"cuda"`` and torch sees no usable GPU here, or is not one of
+            :data:`SERVER_DEVICES`.
+    """
+    if requested not in SERVER_DEVICES:
+        allowed = ", ".join(repr(d) for d in SERVER_DEVICES)
+        raise ServerDeviceError(
+            [f"engine.server_device: {requested!r} is not allowed; choose one of {allowed}"]
+        )
     if requested == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("engine.server_device = 'cuda' but the server process sees no GPU")
+        raise ServerDeviceError(
+            [
+                "engine.server_device: 'cuda' needs a GPU, but the server's process sees none (torch.cuda."
+                "is_available() is false); choose 'auto' (the GPU where there is one, else the CPU) or 'cpu'"
+            ]
+        )
     if requested in ("cuda", "auto") and torch.cuda.is_available():
         return "cuda"
     return "cpu"

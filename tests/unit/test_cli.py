@@ -206,3 +206,150 @@ def test_a_data_dir_that_is_not_a_directory_is_refused(capsys, tmp_path):
     for argv in (["data", "check", "cifar10"], ["run", "scenarios/default.toml"]):
         assert main([*argv, "--data-dir", str(missing)]) == 2
         assert f"--data-dir: {missing} is not a directory" in capsys.readouterr().err
+
+
+# --- link options, trace files, the server's device: the scenario's paragraph, never a traceback ------------
+
+TINY = """\
+name = "tiny"
+[data]
+dataset = "synthetic"
+partition = "iid"
+synthetic_train = 64
+synthetic_test = 32
+[model]
+name = "lenet5"
+[federation]
+num_clients = 4
+active_clients = 2
+[train]
+global_iterations = 1
+local_iterations = 1
+batch_size = 16
+[metrics]
+progress = false
+"""
+
+
+@pytest.mark.parametrize(
+    "override, needle",
+    [
+        (
+            "system.link.tx_power_dbm=4000",
+            "system.link.tx_power_dbm: 4000.0 is out of range; give -100 to 100 dBm",
+        ),
+        ("system.link.server_tx_power_dbm=4000", "system.link.server_tx_power_dbm: 4000.0 is out of range"),
+        ("system.link.noise_dbm_per_hz=174", "system.link.noise_dbm_per_hz: 174.0 is out of range"),
+        (
+            "system.link.path_loss_b_db=-10",
+            "system.link.path_loss_b_db: -10.0 is out of range; it must be >= 0",
+        ),
+        ("system.link.tx_power_dbm=-100", "system.link.tx_power_dbm: -100 gives client 0 an uplink rate of"),
+        (
+            "system.link.bandwidth_hz=1e-300",
+            "system.link.bandwidth_hz: 1e-300 gives client 0 an uplink rate of inf",
+        ),
+        (
+            "system.link.bandwidth_reduction=1e308",
+            "system.link.bandwidth_reduction: 1e+308 gives client 0 an",
+        ),
+    ],
+)
+def test_link_options_giving_no_usable_rate_exit_2_under_the_scenario(override, needle, capsys):
+    for command in (["describe", "devices"], ["validate"]):
+        assert main([*command, DEFAULT, override]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"raysfl: invalid scenario {DEFAULT}:\n  - ") and needle in err, err
+        assert "Traceback" not in err and "DeviceTable" not in err
+
+
+def test_trace_file_problems_exit_2_naming_the_field_under_the_scenario(capsys, tmp_path):
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(TINY + '[system]\ntrace_file = "t.csv"\n[system.compute]\nkind = "trace"\n')
+    (tmp_path / "t.csv").mkdir()  # a directory where the trace should be
+    (tmp_path / "bin.csv").write_bytes(b"\x89PNG\r\n\x1a\n\xff")
+    for override, why in [
+        ((), f"system.trace_file: {tmp_path / 't.csv'}: is a directory"),
+        (
+            ("system.trace_file=" + str(tmp_path / "bin.csv"),),
+            "not a UTF-8 text file (byte 0x89 at offset 0)",
+        ),
+        (
+            ("system.trace_file=" + str(tmp_path / "gone.csv"),),
+            f"{tmp_path / 'gone.csv'}: trace file not found",
+        ),
+    ]:
+        for command in (["validate"], ["describe", "devices"], ["run", "--backend", "local"]):
+            out = tmp_path / "run"
+            extra = ["--out", str(out)] if command[0] == "run" else []
+            assert main([*command, str(scenario), *override, *extra]) == 2
+            err = capsys.readouterr().err
+            assert (
+                err.startswith(f"raysfl: invalid scenario {scenario}:\n  - system.trace_file: ")
+                and why in err
+            )
+            assert "Traceback" not in err and not out.exists()
+
+
+def test_a_cuda_server_without_a_gpu_exits_2_naming_the_option_and_writes_nothing(
+    capsys, tmp_path, monkeypatch
+):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    scenario = tmp_path / "tiny.toml"
+    scenario.write_text(TINY)
+    out = tmp_path / "run"
+    code = main(["run", str(scenario), "--backend", "local", "--out", str(out), "engine.server_device=cuda"])
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists()
+    assert err == (
+        f"raysfl: invalid scenario {scenario}:\n  - engine.server_device: 'cuda' needs a GPU, but the "
+        "server's process sees none (torch.cuda.is_available() is false); choose 'auto' (the GPU where there "
+        "is one, else the CPU) or 'cpu'\n"
+    )
+
+
+def test_the_server_device_error_survives_pickling_and_ray_s_wrapping(monkeypatch):
+    """Ray re-raises a worker's exception on the driver as a subclass of its type: still a user error."""
+    import pickle
+
+    import torch
+    from ray import cloudpickle
+    from ray.exceptions import RayTaskError
+
+    from raysfl.config import ConfigError
+    from raysfl.engine.hosts import ServerDeviceError, pick_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ServerDeviceError) as caught:
+        pick_device("cuda")
+    err = caught.value
+    err.add_note("raysfl: raised by the server")
+    again = pickle.loads(pickle.dumps(err))
+    assert type(again) is ServerDeviceError and again.problems == err.problems
+    assert again.__notes__ == ["raysfl: raised by the server"]
+    wrapped = RayTaskError(
+        "Server.__init__", "Traceback (most recent call last): ...", cloudpickle.loads(cloudpickle.dumps(err))
+    )
+    on_driver = cloudpickle.loads(cloudpickle.dumps(wrapped)).as_instanceof_cause()
+    assert isinstance(on_driver, ServerDeviceError) and isinstance(on_driver, ConfigError)
+    assert on_driver.report() == "invalid configuration:\n  - " + err.problems[0]  # what the CLI prints
+    assert pick_device("cpu") == "cpu" and pick_device("auto") == "cpu"
+    with pytest.raises(ServerDeviceError, match="engine.server_device: 'tpu' is not allowed; choose one of"):
+        pick_device("tpu")
+
+
+def test_a_problem_found_while_running_is_listed_under_the_scenario(capsys, tmp_path, monkeypatch):
+    from raysfl.config import ConfigError
+    from raysfl.engine import runner
+
+    def fails(*args, **kwargs):
+        raise ConfigError(["engine.server_device: 'cuda' needs a GPU"])
+
+    monkeypatch.setattr(runner, "run", fails)
+    scenario = tmp_path / "tiny.toml"
+    scenario.write_text(TINY)
+    assert main(["run", str(scenario), "--out", str(tmp_path / "run")]) == 2  # the Ray backend, never started
+    err = capsys.readouterr().err
+    assert err == f"raysfl: invalid scenario {scenario}:\n  - engine.server_device: 'cuda' needs a GPU\n"
