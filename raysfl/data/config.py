@@ -63,6 +63,13 @@ class DataConfig:
         choices=("auto", "none", "crop-flip"),
         doc="train augmentation; auto = the dataset's reference transforms [C] GAS spec §10.11",
     )
+    color_jitter: str = option(
+        "none",
+        choices=("none", "cse-fsl"),
+        doc="train jitter after crop and flip: cse-fsl = brightness ×U(0.5, 1.5) and contrast ×U(0.2, 1.8) "
+        "in a random order per image, as the CSE-FSL code's ColorJitter [C] spec §4.1 (on [0, 1] floats, "
+        "without its 8-bit rounding between the two [A]); the shipped scenarios leave it off",
+    )
     normalization: str = option(
         "standard",
         choices=("standard", "gas-code", "half"),

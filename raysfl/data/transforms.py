@@ -5,13 +5,15 @@ Reference pipelines (GAS spec §10.11, CSE-FSL spec §4.1):
   normalization, as torchvision pads the PIL image) → ``ToTensor`` → ``Normalize`` → ``RandomHorizontalFlip``.
   Flipping commutes with per-channel normalization, so flipping before normalizing is the same map.
 - GAS, Fashion-MNIST: ``Normalize`` only.
-- CSE-FSL, CIFAR-10 train: ``RandomCrop(24)`` (no padding) → flip → normalize with 0.5/0.5; test:
-  ``CenterCrop(24)`` → normalize. Its ``ColorJitter`` is not implemented.
+- CSE-FSL, CIFAR-10 train: ``RandomCrop(24)`` (no padding) → flip → [``ColorJitter(brightness=0.5,
+  contrast=(0.2, 1.8))`` with ``data.color_jitter = "cse-fsl"``] → normalize with 0.5/0.5; test:
+  ``CenterCrop(24)`` → normalize. The jitter (:func:`brightness_contrast_jitter`) works on [0, 1] floats,
+  without the 8-bit rounding the code's PIL images get after each of its two steps [A].
 
-:func:`make_transform` picks the pipeline from ``DataConfig.augment`` and ``crop_size``; :func:`to_batch`
-turns indices into a uint8 dataset into a normalized float32 batch. Random draws happen in a fixed order
-per batch (crop offsets, then flip coins), all from the generator passed in, so a seeded generator gives
-identical batches on every run.
+:func:`make_transform` picks the pipeline from ``DataConfig.augment``, ``crop_size`` and ``color_jitter``;
+:func:`to_batch` turns indices into a uint8 dataset into a normalized float32 batch. Random draws happen in a
+fixed order per batch (crop offsets, then flip coins, then the jitter's factors), all from the generator
+passed in, so a seeded generator gives identical batches on every run.
 """
 
 from __future__ import annotations
@@ -63,11 +65,61 @@ def random_hflip(x: torch.Tensor, generator: torch.Generator, p: float = 0.5) ->
     return torch.where(flip[:, None, None, None], x.flip(-1), x)
 
 
+GRAY_WEIGHTS = (0.299, 0.587, 0.114)
+"""ITU-R 601-2 luma weights: the grey level PIL's and torchvision's contrast adjustment blends towards."""
+
+
+def brightness_contrast_jitter(
+    x: torch.Tensor,
+    generator: torch.Generator,
+    brightness: tuple[float, float] = (0.5, 1.5),
+    contrast: tuple[float, float] = (0.2, 1.8),
+) -> torch.Tensor:
+    """Colour jitter of brightness and contrast on a uint8 ``(B, C, H, W)`` batch; float32 in [0, 1] out.
+
+    Per image, as torchvision's ``ColorJitter(brightness=0.5, contrast=(0.2, 1.8))`` (CSE-FSL spec §4.1
+    [C]): factors b ~ U(brightness) and c ~ U(contrast), applied in an order drawn per image (a fair coin:
+    brightness first or contrast first), each followed by clipping to [0, 1]:
+
+        brightness  x ← clip(b·x)
+        contrast    x ← clip(c·x + (1 − c)·ḡ),  ḡ the mean grey level of the image at that point
+                    (weights :data:`GRAY_WEIGHTS`; a one-channel image is its own grey)
+
+    Draws, in order: B brightness factors, B contrast factors, B order coins.
+    """
+    n = x.shape[0]
+    b = brightness[0] + (brightness[1] - brightness[0]) * torch.rand(n, generator=generator)
+    c = contrast[0] + (contrast[1] - contrast[0]) * torch.rand(n, generator=generator)
+    brightness_first = torch.rand(n, generator=generator) < 0.5
+    b, c = b[:, None, None, None], c[:, None, None, None]
+    x = x.to(torch.float32) / 255.0
+
+    def adjust_brightness(y: torch.Tensor) -> torch.Tensor:
+        return (b * y).clamp(0.0, 1.0)
+
+    def adjust_contrast(y: torch.Tensor) -> torch.Tensor:
+        if y.shape[1] == 3:
+            w = torch.tensor(GRAY_WEIGHTS, dtype=y.dtype)[None, :, None, None]
+            grey = (y * w).sum(1, keepdim=True)
+        else:
+            grey = y.mean(1, keepdim=True)
+        level = grey.mean(dim=(1, 2, 3), keepdim=True)
+        return (c * y + (1.0 - c) * level).clamp(0.0, 1.0)
+
+    one = adjust_contrast(adjust_brightness(x))
+    other = adjust_brightness(adjust_contrast(x))
+    return torch.where(brightness_first[:, None, None, None], one, other)
+
+
 def normalize(x: torch.Tensor, mean: tuple[float, ...], std: tuple[float, ...]) -> torch.Tensor:
-    """uint8 ``[0, 255]`` → float32 ``(x / 255 - mean) / std`` per channel (``ToTensor`` + ``Normalize``)."""
+    """uint8 ``[0, 255]`` → float32 ``(x / 255 - mean) / std`` per channel (``ToTensor`` + ``Normalize``).
+
+    A float batch is taken as already on the [0, 1] scale (the jitter's output).
+    """
     m = torch.tensor(mean, dtype=torch.float32)[:, None, None]
     s = torch.tensor(std, dtype=torch.float32)[:, None, None]
-    return (x.to(torch.float32) / 255.0 - m) / s
+    unit = x if x.is_floating_point() else x.to(torch.float32) / 255.0
+    return (unit - m) / s
 
 
 def row_major(x: torch.Tensor) -> torch.Tensor:
@@ -104,6 +156,8 @@ class Transform:
             random crop, 0 with ``crop_size == image_size`` no crop at all.
         random_crop: Whether training crops at a random position (else centrally, as the test pipeline).
         flip: Whether training mirrors with probability 0.5.
+        color_jitter: Whether training jitters brightness and contrast after the flip
+            (:func:`brightness_contrast_jitter`).
     """
 
     mean: tuple[float, ...]
@@ -113,9 +167,10 @@ class Transform:
     padding: int = 0
     random_crop: bool = False
     flip: bool = False
+    color_jitter: bool = False
 
     def train(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """Augment and normalize a uint8 ``(B, C, H, W)`` batch; draws crop offsets, then flip coins.
+        """Augment and normalize a uint8 ``(B, C, H, W)`` batch; draws crop offsets, flip coins, jitter.
 
         The result has the standard layout (:func:`row_major`), whatever the strides of ``x``.
         """
@@ -125,6 +180,8 @@ class Transform:
             x = center_crop(x, self.crop_size)
         if self.flip:
             x = random_hflip(x, generator)
+        if self.color_jitter:
+            x = brightness_contrast_jitter(x, generator)
         return row_major(normalize(x, self.mean, self.std))
 
     def test(self, x: torch.Tensor) -> torch.Tensor:
@@ -160,6 +217,7 @@ def make_transform(dataset: ImageDataset, cfg: DataConfig) -> Transform:
         padding=4 if crop_flip and crop == size else 0,
         random_crop=crop_flip,
         flip=crop_flip,
+        color_jitter=cfg.color_jitter == "cse-fsl",
     )
 
 

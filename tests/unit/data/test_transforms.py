@@ -159,3 +159,55 @@ def test_batches_leave_in_the_standard_layout_whatever_the_image_strides(augment
             outs.append((train, test, conv(train), conv(test)))
     for a, b in zip(*outs, strict=True):
         assert a.stride() == b.stride() and torch.equal(a, b)
+
+
+def test_brightness_and_contrast_jitter_by_hand() -> None:
+    """CSE-FSL's ColorJitter(0.5, (0.2, 1.8)): per image b ~ U(0.5, 1.5), c ~ U(0.2, 1.8), random order."""
+    from raysfl.data.transforms import GRAY_WEIGHTS, brightness_contrast_jitter
+
+    x = torch.from_numpy(np.random.default_rng(1).integers(0, 256, (6, 3, 5, 5), dtype=np.uint8))
+    out = brightness_contrast_jitter(x, _gen(4))
+    draws = _gen(4)
+    b = 0.5 + torch.rand(6, generator=draws)
+    c = 0.2 + 1.6 * torch.rand(6, generator=draws)
+    first = torch.rand(6, generator=draws) < 0.5
+    for i in range(6):
+        img = x[i].double() / 255
+
+        def bright(y, i=i):
+            return (b[i].double() * y).clamp(0, 1)
+
+        def contrast(y, i=i):
+            grey = sum(w * y[ch] for ch, w in enumerate(GRAY_WEIGHTS)).mean()
+            return (c[i].double() * y + (1 - c[i].double()) * grey).clamp(0, 1)
+
+        want = contrast(bright(img)) if first[i] else bright(contrast(img))
+        torch.testing.assert_close(out[i].double(), want, rtol=0, atol=1e-6)
+    assert out.dtype == torch.float32 and out.min() >= 0 and out.max() <= 1
+    assert first.any() and not first.all()  # both orders occur in this draw
+
+
+def test_color_jitter_option_follows_the_flip_and_is_off_by_default() -> None:
+    ds = _dataset()
+    cfg = DataConfig(dataset="cifar10", crop_size=24, normalization="half")
+    plain, jitter = (
+        make_transform(ds, cfg),
+        make_transform(ds, dataclasses.replace(cfg, color_jitter="cse-fsl")),
+    )
+    assert not plain.color_jitter and jitter.color_jitter
+    a = to_batch(ds.train_x, np.arange(8), plain, train=True, generator=_gen(2))
+    j = to_batch(ds.train_x, np.arange(8), jitter, train=True, generator=_gen(2))
+    again = to_batch(ds.train_x, np.arange(8), jitter, train=True, generator=_gen(2))
+    assert torch.equal(j, again) and not torch.equal(a, j)
+    # the same crops and flips as without jitter: the jitter draws after them
+    from raysfl.data.transforms import brightness_contrast_jitter, normalize
+
+    g = _gen(2)
+    x = pad_random_crop(torch.from_numpy(ds.train_x[:8]), 24, 0, g)
+    x = random_hflip(x, g)
+    torch.testing.assert_close(j, normalize(brightness_contrast_jitter(x, g), jitter.mean, jitter.std))
+    # the test pipeline never jitters
+    assert torch.equal(
+        to_batch(ds.test_x, np.arange(4), plain, train=False),
+        to_batch(ds.test_x, np.arange(4), jitter, train=False),
+    )
