@@ -144,7 +144,8 @@ class LinkConfig:
     bandwidth_mode: str = option(
         "shared",
         choices=("shared", "per-client"),
-        doc="kind=wireless: W/K orthogonal split over the K clients [P] GAS §8.1, or W each [C] GAS §10.3",
+        doc="kind=wireless: W/K, an equal split of the total W over the K clients (one reading of GAS §8.1's "
+        '"orthogonal uplink channel access with a total bandwidth W" [A]), or W each [C] GAS §10.3',
     )
     noise_dbm_per_hz: float = option(
         -174.0,

@@ -117,7 +117,9 @@ def wireless_rates_bps(cfg: LinkConfig, distance_m: Floats, num_clients: int) ->
 
     Each link uses bandwidth W_k = W (``bandwidth_mode = "per-client"``: GAS code [C]; lightweight-fedsl
     §2.2's own 5 MHz subchannel per client) or W/K (``"shared"``: orthogonal access splitting the total W
-    among the K clients, GAS spec §8.1 [P]). The downlink uses the same W_k with the server's power
+    equally among the K clients: GAS §8.1 says "orthogonal uplink channel access with a total bandwidth W"
+    [P] without saying how W is shared, so the equal split over all K, not over the clients sending at
+    once, is a reading [A]). The downlink uses the same W_k with the server's power
     (lightweight-fedsl §2.2).
     """
     w = cfg.bandwidth_hz / num_clients if cfg.bandwidth_mode == "shared" else cfg.bandwidth_hz
