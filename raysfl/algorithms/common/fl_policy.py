@@ -29,7 +29,7 @@ replacements start and are replaced by one draw without replacement.
 Options of single methods (all off by default, so FedAvg/FedAsync/FedBuff/CA2FL are unchanged):
 ``discard_above`` τ₀: an arrival staler than τ₀ versions is dropped and does not count towards the next
 global update (FedSA's staleness threshold); ``hold_above`` b: a due global update waits while a running
-job is already b versions old, so no update ever becomes staler than b (PORT's staleness bound), and the
+job is more than b versions old, so no update arrives staler than b + 1 (PORT's staleness bound), and the
 server is told to aggregate by a ``flush`` call (``server_flush``); ``job_lr``: a learning-rate factor for
 each new job, passed to the client's ``train`` (FedSA's frequency-adjusted local learning rate). Subclasses
 may override ``_job_lr`` (ASO-Fed's dynamic step size) and ``_job_steps``, a job's number of local steps
@@ -125,7 +125,7 @@ class FLPolicy:
         replacement: ``"others"`` excludes the clients that just finished from the draw of their
             replacements [C]; ``"any"`` lets them be drawn again [A]. Ignored when synchronous.
         discard_above: drop arrivals with staleness > this many versions (None: keep all).
-        hold_above: defer a due global update while a running job has staleness >= this (None: never).
+        hold_above: defer a due global update while a running job has staleness > this (None: never).
         server_flush: the server aggregates only when called ``flush`` (sent with each global update).
         job_lr: ``(client, starts) -> factor`` for a new job's learning rate, ``starts[k]`` being the jobs
             each client has started so far, this one included (None: factor 1, no argument sent).
@@ -370,10 +370,14 @@ class FLPolicy:
         return []
 
     def _held(self) -> bool:
-        """PORT's bound: a running job already ``hold_above`` versions old holds the next update back."""
+        """PORT's bound: a running job more than ``hold_above`` versions old holds the next update back.
+
+        Plato's server skips an aggregation while ``current_round − starting_round > staleness_bound`` for a
+        training client [C]: a job at the bound does not hold, so an update may arrive b + 1 versions stale.
+        """
         if self.hold_above is None:
             return False
-        return any(self.version - j.version >= self.hold_above for j in self.active.values())
+        return any(self.version - j.version > self.hold_above for j in self.active.values())
 
     def _on_refill(self, ev: Event) -> list[Action]:
         self.refill_at = None

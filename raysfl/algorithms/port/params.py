@@ -12,9 +12,10 @@ class PORTParams:
     """Options of PORT: buffered asynchronous aggregation with staleness- and divergence-aware weights.
 
     Every ``buffer_size`` arrivals the server takes w ← w + Σ_i p_i·Δ_i with p_i ∝ (|D_i|/Σ|D|)·
-    (ω_sim·(cos_i + 1)/2 + ω_stale·b/(s_i + b)), cos_i the cosine similarity of Δ_i and the global model's
-    progress since the update's base, s_i its staleness; an aggregation waits while a running job is b
-    versions old (the staleness bound). The paper describes the weights as polynomial functions of
+    (ω_sim·(cos_i + 1)/2 + ω_stale·b/(s_i + b)), cos_i the cosine similarity of the update and the global
+    model's progress since the update's base, s_i its staleness, and Δ_i = w_i − w_t measured from the
+    current model (``delta_base``); an aggregation waits while a running job is more than b versions old
+    (the staleness bound). The paper describes the weights as polynomial functions of
     staleness and divergence; the concrete forms and values are those of the authors' implementation
     in the Plato framework [C].
     """
@@ -23,7 +24,16 @@ class PORTParams:
         5, ge=1, doc="arrivals per aggregation (Plato minimum_clients_aggregated) [C]; 5 [A]"
     )
     staleness_bound: int = option(
-        10, ge=1, doc="b: no aggregation while a running job is b versions old; b in b/(s+b) [C: 10]"
+        10,
+        ge=1,
+        doc="b: no aggregation while a running job is more than b versions old; b in b/(s+b) [C: 10]",
+    )
+    delta_base: str = option(
+        "global",
+        choices=("global", "start"),
+        doc="Δ_i of w ← w + Σ p_i·Δ_i: w_i − w_t, from the current model (global: the authors' Plato code "
+        "compares the weights received with the current global model, so w ← Σ p_i·w_i) [C], or w_i − "
+        "w_{τ_i}, from the model its job started from (start) [A]",
     )
     request_update: bool = option(
         True,

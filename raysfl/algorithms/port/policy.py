@@ -1,14 +1,14 @@
 """PORT's urgent requests to stale clients (Su & Li, IWQoS 2022; Plato ``request_update`` [C]).
 
 An aggregation that is due (``buffer_size`` updates buffered) but held by the staleness bound b — a job
-still running on a model b versions old — does not wait for that job to finish: the server sends each such
-job an urgent request, and the client reports the model it holds at that time, i.e. after the local steps it
-has completed (Plato's client returns its model as of the request's simulated time [C]). The report leaves
-at the request time, or at the end of its first step when none is complete yet [A] (so no empty update is
-sent), and arrives an upload time later; the held aggregation then proceeds. The jobs are *deferred*
-(:class:`~raysfl.algorithms.common.fl_policy.FLPolicy`): trained only when their model is due, with the
-number of steps known by then. The client's data cursor and the policy's minibatch counter advance only by
-the steps run.
+still running on a model more than b versions old — does not wait for that job to finish: the server sends
+each such job an urgent request, and the client reports the model it holds at that time, i.e. after the
+local steps it has completed (Plato's client returns its model as of the request's simulated time [C]). The
+report leaves at the request time, or at the end of its first step when none is complete yet [A] (so no
+empty update is sent), and arrives an upload time later; the held aggregation then proceeds. The jobs are
+*deferred* (:class:`~raysfl.algorithms.common.fl_policy.FLPolicy`): trained only when their model is due,
+with the number of steps known by then. The client's data cursor and the policy's minibatch counter advance
+only by the steps run.
 """
 
 from __future__ import annotations
@@ -35,15 +35,15 @@ class PORTPolicy(FLPolicy):
         self.requests = 0  # urgent requests sent so far
 
     def _on_hold(self, t: float) -> list[Action]:
-        """Ask every job at the staleness bound that was not asked yet to report its model now."""
+        """Ask every job past the staleness bound that was not asked yet to report its model now."""
         if not self.deferred or self.hold_above is None:
             return []
         actions: list[Action] = []
         for k in sorted(self.active):
             job = self.active[k]
             full = len(job.ends)
-            if self.version - job.version < self.hold_above or job.steps is not None and job.steps < full:
-                continue  # not stale enough, or already asked
+            if self.version - job.version <= self.hold_above or job.steps is not None and job.steps < full:
+                continue  # not past the bound, or already asked
             done = max(1, bisect_right(job.ends, t))
             if done >= full:
                 continue  # it finishes its last step before the request reaches it: its model is on the way

@@ -1,7 +1,7 @@
 """PORT server: buffered aggregation weighted by staleness and update divergence (Su & Li, IWQoS 2022).
 
 The policy decides *when* to aggregate (every ``buffer_size`` arrivals, held back while a running job has
-reached the staleness bound) and calls :meth:`PORTServer.flush`; arrivals only fill the buffer.
+passed the staleness bound) and calls :meth:`PORTServer.flush`; arrivals only fill the buffer.
 """
 
 from __future__ import annotations
@@ -47,7 +47,11 @@ def port_weight(
 
 
 class PORTServer(FLServer):
-    """Buffers (Δ_i, |D_i|, cos_i, s_i); :meth:`flush` applies the normalised weighted sum."""
+    """Buffers (update, |D_i|, cos_i, s_i); :meth:`flush` applies the normalised weighted sum.
+
+    The buffered update is the model w_i (``delta_base = "global"``: Δ_i = w_i − w_t is taken at the flush,
+    from the model current then) or Δ_i = w_i − w_{τ_i} (``"start"``).
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -55,13 +59,14 @@ class PORTServer(FLServer):
         self.similarity_sum = 0.0
 
     def _receive(self, arrival: Arrival) -> None:
-        """Buffer Δ_i with cos(Δ_i, w_t − w_{τ_i}); a fresh update (no progress since its base): cos 1 [A]."""
+        """Buffer the update with cos(w_i − w_{τ_i}, w_t − w_{τ_i}); a fresh one (no progress): cos 1 [A]."""
         delta = arrival.delta()
         progress = model_delta(self.global_weights, arrival.base)
         sim = cosine(delta, progress) if arrival.staleness > 0 else None
         sim = 1.0 if sim is None else sim
         self.similarity_sum += sim
-        self.buffer.append((delta, arrival.num_samples, sim, arrival.staleness))
+        update = delta if self.p.delta_base == "start" else dict(arrival.weights)
+        self.buffer.append((update, arrival.num_samples, sim, arrival.staleness))
 
     def flush(self) -> None:
         """One global update: w ← w + Σ_i p_i·Δ_i with p_i = raw_i / Σ_j raw_j (:func:`port_weight`)."""
@@ -73,11 +78,11 @@ class PORTServer(FLServer):
             port_weight(n, total, sim, s, p.staleness_bound, p.similarity_weight, p.staleness_weight)
             for _, n, sim, s in self.buffer
         ]
+        deltas = [
+            u if p.delta_base == "start" else model_delta(u, self.global_weights) for u, *_ in self.buffer
+        ]
         self._commit(
-            add_scaled(
-                self.global_weights,
-                [(r / sum(raw), d) for r, (d, _, _, _) in zip(raw, self.buffer, strict=True)],
-            )
+            add_scaled(self.global_weights, [(r / sum(raw), d) for r, d in zip(raw, deltas, strict=True)])
         )
         self.buffer = []
 
