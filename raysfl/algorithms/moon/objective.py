@@ -1,10 +1,13 @@
 """MOON's device objective: cross-entropy plus the model-contrastive loss (Li et al., CVPR 2021, eqs. 1-3).
 
-The representation z is the input of the model's last layer (its penultimate features) [A]: MOON's networks
-carry a projection head (a 2-layer MLP, output 256) that our model zoo does not have, and adding one would
-change the model every baseline trains. A device with no previous local model (its first round) trains
-on the cross-entropy alone [A]; MOON's code then uses the global model as the previous one, which makes
-both similarities equal and the contrastive term's gradient exactly zero, so the two readings train the same.
+The representation z is the input of the model's last layer (its penultimate features), taken before any
+dropout right in front of that layer [A]: MOON's networks carry a projection head (a 2-layer MLP, output
+256) that our model zoo does not have, and adding one would change the model every baseline trains. Dropout
+is left out of z because the local model trains in train mode while the global and previous ones are frozen
+in eval mode: a dropped-out z would be compared with whole ones (cos ≈ 0.6 for identical weights). A device
+with no previous local model (its first round) trains on the cross-entropy alone [A]; MOON's code then uses
+the global model as the previous one, which makes both similarities equal and the contrastive term's
+gradient exactly zero, so the two readings train the same.
 """
 
 from __future__ import annotations
@@ -26,12 +29,21 @@ def layers_of(model: nn.Module) -> list[nn.Module]:
 
 
 def representation_and_logits(model: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(z, logits): z is the input of the last layer (flattened per sample), logits its output."""
+    """(z, logits): z the last layer's input before any dropout in front of it (flattened), logits the output.
+
+    The logits go through that dropout, as in the model's own forward.
+    """
     layers = layers_of(model)
+    tail = len(layers) - 1  # the last layer, and the dropout modules just before it
+    while tail > 0 and isinstance(layers[tail - 1], nn.modules.dropout._DropoutNd):
+        tail -= 1
     h = x
-    for layer in layers[:-1]:
+    for layer in layers[:tail]:
         h = layer(h)
-    return h.flatten(1), layers[-1](h)
+    z = h
+    for layer in layers[tail:]:
+        h = layer(h)
+    return z.flatten(1), h
 
 
 def contrastive_loss(

@@ -36,6 +36,23 @@ def test_representation_is_the_last_layers_input():
         MOONObjective(nn.Sequential(nn.Linear(2, 2), nn.ReLU()), 1.0, 0.5)
 
 
+def test_representation_is_taken_before_the_dropout_in_front_of_the_last_layer():
+    """vgg16_bn and cse_fsl_femnist end in Dropout → Linear: a training model's z was dropped out while the
+    frozen (eval) global model's was not, so identical weights gave cos(z, z_glob) ≈ 0.6, not 1."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.5), nn.Linear(8, 2)).train()
+    frozen = MOONObjective(model, 1.0, 0.5).glob  # eval mode, same weights
+    x = torch.randn(16, 4)
+    z, logits = representation_and_logits(model, x)
+    z_glob, _ = representation_and_logits(frozen, x)
+    assert torch.equal(z, torch.relu(model[0](x))) and torch.allclose(z, z_glob)
+    assert F.cosine_similarity(z, z_glob).min() > 0.9999
+    torch.manual_seed(5)
+    dropped = model[3](model[2](z))  # the logits still go through the dropout, as in model(x)
+    torch.manual_seed(5)
+    assert torch.equal(representation_and_logits(model, x)[1], dropped)
+
+
 def moon_client(mu: float, objective: bool = True):
     torch.manual_seed(1)
     model = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 2))
