@@ -117,7 +117,8 @@ def _cross_checks(sc: Scenario) -> list[str]:
     if sc.model.aux and not spec.aux_heads:
         problems.append(
             f"model.aux: {sc.algorithm.name!r} trains no auxiliary head (the head would be built and never "
-            "used); set model.aux = '' (auxiliary heads are for local-loss methods such as cse_fsl, fsl_an)"
+            "used); set model.aux = '' (auxiliary heads are for local-loss methods such as cse_fsl, fsl_an; "
+            "a method that trains one says so with AlgorithmSpec.aux_heads = True)"
         )
     if sc.train.lr_decay != 1.0 and not spec.train_lr_decay:
         problems.append(
