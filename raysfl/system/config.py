@@ -77,8 +77,8 @@ class ComputeConfig:
     pin_extremes: bool = option(False, doc="kind=ratio: pin one client at 1 and one at R [A] fedasmu §2.6")
 
     def __post_init__(self) -> None:
-        """Reject an empty uniform range."""
-        if self.min_flops_per_s > self.max_flops_per_s:
+        """Reject an empty uniform range (``kind = "uniform"``; the other kinds do not read it)."""
+        if self.kind == "uniform" and self.min_flops_per_s > self.max_flops_per_s:
             low, high = self.min_flops_per_s, self.max_flops_per_s
             raise ValueError(f"min_flops_per_s ({low:g}) exceeds max_flops_per_s ({high:g})")
 
@@ -158,12 +158,19 @@ class LinkConfig:
     )
 
     def __post_init__(self) -> None:
-        """Reject empty ranges and a cell smaller than its minimum distance."""
-        for low, high in (
-            ("min_uplink_bps", "max_uplink_bps"),
-            ("min_downlink_bps", "max_downlink_bps"),
-            ("min_distance_m", "radius_m"),
-        ):
+        """Reject empty ranges and a cell smaller than its minimum distance, for the kind that reads them.
+
+        Options of a kind not selected are not checked against each other (a sweep may switch kinds on a
+        base that sets another kind's options).
+        """
+        pairs = []
+        if self.kind == "uniform":
+            pairs.append(("min_uplink_bps", "max_uplink_bps"))
+            if self.downlink_to_uplink <= 0:
+                pairs.append(("min_downlink_bps", "max_downlink_bps"))
+        if self.kind == "wireless":
+            pairs.append(("min_distance_m", "radius_m"))
+        for low, high in pairs:
             if getattr(self, low) > getattr(self, high):
                 raise ValueError(f"{low} ({getattr(self, low):g}) exceeds {high} ({getattr(self, high):g})")
 

@@ -65,3 +65,18 @@ def test_empty_ranges_and_missing_trace_file():
     with pytest.raises(ConfigError, match="compute.kind and link.kind = 'trace' needs system.trace_file"):
         build(SystemConfig, {"compute": {"kind": "trace"}, "link": {"kind": "trace"}}, "system")
     assert build(SystemConfig, {"link": {"kind": "trace"}, "trace_file": "t.csv"}).trace_file == "t.csv"
+
+
+def test_ranges_are_checked_only_for_the_kind_that_reads_them():
+    """A wireless cell's radius is not a fixed link's business (a sweep may switch kinds on one base)."""
+    fixed = build(SystemConfig, {"link": {"kind": "fixed", "radius_m": 50}}, "system")
+    assert fixed.link.radius_m == 50
+    fixed_compute = {"compute": {"kind": "fixed", "min_flops_per_s": 2e10}}
+    assert build(SystemConfig, fixed_compute, "system").compute.min_flops_per_s == 2e10
+    with pytest.raises(ConfigError, match="min_uplink_bps .* exceeds max_uplink_bps"):
+        build(SystemConfig, {"link": {"kind": "uniform", "min_uplink_bps": 3e7}}, "system")
+    # the downlink range is not read when the downlink is a multiple of the uplink
+    tied = {"link": {"kind": "uniform", "min_downlink_bps": 1e9, "downlink_to_uplink": 5.0}}
+    assert build(SystemConfig, tied, "system").link.downlink_to_uplink == 5.0
+    with pytest.raises(ConfigError, match="min_downlink_bps .* exceeds max_downlink_bps"):
+        build(SystemConfig, {"link": {"kind": "uniform", "min_downlink_bps": 1e9}}, "system")
