@@ -375,9 +375,11 @@ class FLPolicy:
         Plato's server skips an aggregation while ``current_round − starting_round > staleness_bound`` for a
         training client [C]: a job at the bound does not hold, so an update may arrive b + 1 versions stale.
         """
-        if self.hold_above is None:
-            return False
-        return any(self.version - j.version > self.hold_above for j in self.active.values())
+        return any(self._past_bound(j) for j in self.active.values())
+
+    def _past_bound(self, job: FLJob) -> bool:
+        """Whether ``job`` runs on a model more than ``hold_above`` versions old (never without a bound)."""
+        return self.hold_above is not None and self.version - job.version > self.hold_above
 
     def _on_refill(self, ev: Event) -> list[Action]:
         self.refill_at = None

@@ -42,7 +42,7 @@ class PORTPolicy(FLPolicy):
         for k in sorted(self.active):
             job = self.active[k]
             full = len(job.ends)
-            if self.version - job.version <= self.hold_above or job.steps is not None and job.steps < full:
+            if not self._past_bound(job) or job.steps is not None and job.steps < full:
                 continue  # not past the bound, or already asked
             done = max(1, bisect_right(job.ends, t))
             if done >= full:

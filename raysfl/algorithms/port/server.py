@@ -47,43 +47,38 @@ def port_weight(
 
 
 class PORTServer(FLServer):
-    """Buffers (update, |D_i|, cos_i, s_i); :meth:`flush` applies the normalised weighted sum.
+    """Buffers each arrival with cos_i; :meth:`flush` applies the normalised weighted sum.
 
-    The buffered update is the model w_i (``delta_base = "global"``: Δ_i = w_i − w_t is taken at the flush,
-    from the model current then) or Δ_i = w_i − w_{τ_i} (``"start"``).
+    Δ_i = w_i − w_t is taken at the flush, from the model current then (``delta_base = "global"``), or
+    Δ_i = w_i − w_{τ_i}, from the arrival's base (``"start"``).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.buffer: list[tuple[Any, int, float, int]] = []
+        self.buffer: list[tuple[Arrival, float]] = []
         self.similarity_sum = 0.0
 
     def _receive(self, arrival: Arrival) -> None:
-        """Buffer the update with cos(w_i − w_{τ_i}, w_t − w_{τ_i}); a fresh one (no progress): cos 1 [A]."""
-        delta = arrival.delta()
+        """Buffer the arrival with cos(w_i − w_{τ_i}, w_t − w_{τ_i}); a fresh one (no progress): cos 1 [A]."""
         progress = model_delta(self.global_weights, arrival.base)
-        sim = cosine(delta, progress) if arrival.staleness > 0 else None
+        sim = cosine(arrival.delta(), progress) if arrival.staleness > 0 else None
         sim = 1.0 if sim is None else sim
         self.similarity_sum += sim
-        update = delta if self.p.delta_base == "start" else dict(arrival.weights)
-        self.buffer.append((update, arrival.num_samples, sim, arrival.staleness))
+        self.buffer.append((arrival, sim))
 
     def flush(self) -> None:
         """One global update: w ← w + Σ_i p_i·Δ_i with p_i = raw_i / Σ_j raw_j (:func:`port_weight`)."""
         if not self.buffer:
             raise RuntimeError("invariant broken: PORT asked to aggregate an empty buffer")
-        p = self.p
-        total = sum(n for _, n, _, _ in self.buffer)
-        raw = [
-            port_weight(n, total, sim, s, p.staleness_bound, p.similarity_weight, p.staleness_weight)
-            for _, n, sim, s in self.buffer
-        ]
-        deltas = [
-            u if p.delta_base == "start" else model_delta(u, self.global_weights) for u, *_ in self.buffer
-        ]
-        self._commit(
-            add_scaled(self.global_weights, [(r / sum(raw), d) for r, d in zip(raw, deltas, strict=True)])
-        )
+        p, now = self.p, self.global_weights
+        bound, w_sim, w_stale = p.staleness_bound, p.similarity_weight, p.staleness_weight
+        total = sum(a.num_samples for a, _ in self.buffer)
+        terms = []
+        for a, sim in self.buffer:
+            raw = port_weight(a.num_samples, total, sim, a.staleness, bound, w_sim, w_stale)
+            terms.append((raw, model_delta(a.weights, now if p.delta_base == "global" else a.base)))
+        norm = sum(raw for raw, _ in terms)
+        self._commit(add_scaled(now, [(raw / norm, d) for raw, d in terms]))
         self.buffer = []
 
     def _counters(self) -> dict[str, Any]:
