@@ -80,12 +80,13 @@ def validate(scenario: Any, params: GASParams) -> list[str]:
     n_max = scenario.train.global_iterations * scenario.train.local_iterations
     dtype = torch.float32 if params.covariance == "full" else torch.float64
     limit = math.log(torch.finfo(dtype).max)
-    if largest_log_weight(params, n_max) <= limit:
+    largest = largest_log_weight(params, n_max)
+    if largest <= limit:
         return []
     return [
         f"algorithm.params.weight_b: s(n) = {params.weight_a:g}·"
         + ("e^(b·n)" if params.weighting == "exponential" else "n^b")
-        + f" with b = {params.weight_b:g} reaches e^{largest_log_weight(params, n_max):.1f} at n = T·E = "
+        + f" with b = {params.weight_b:g} reaches e^{largest:.1f} at n = T·E = "
         f"{n_max}, beyond the {str(dtype).removeprefix('torch.')} statistics of covariance = "
         f"{params.covariance!r} (at most e^{limit:.1f}); lower weight_b, or use weighting = 'linear'"
     ]
