@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 IGNORED = ("name", "description", "seed", "engine", "metrics", "reference")
-SWEEP_STATUS = "sweep.json"  # a sweep's status file, written by raysfl.sweep.execute (its STATUS_FILE)
+SWEEP_STATUS = "sweep.json"  # a sweep's status file, written by raysfl.sweep.execute
 X_AXES = ("emulated", "iteration", "bytes", "wall")
 
 

@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from raysfl.engine.runner import _finite
-from raysfl.report.runs import SWEEP_STATUS as STATUS_FILE
-from raysfl.report.runs import error_head
+from raysfl.report.runs import SWEEP_STATUS, error_head
 from raysfl.scenario import scenario_to_dict
 from raysfl.sweep.resources import TrialResources, trial_resources
 from raysfl.sweep.spec import Sweep
@@ -129,14 +128,14 @@ def check_out(out: Path, resume: bool) -> None:
     Raises:
         SweepStateError: naming ``out`` and what to do instead.
     """
-    if not (out / STATUS_FILE).is_file():
+    if not (out / SWEEP_STATUS).is_file():
         if resume and not out.exists():
             raise SweepStateError(
                 f"--resume: {out} does not exist; name the sweep's output directory, or start the sweep "
                 "without --resume"
             )
         if resume and any(out.iterdir()):
-            raise SweepStateError(f"--resume: {out} holds no sweep ({STATUS_FILE} is missing)")
+            raise SweepStateError(f"--resume: {out} holds no sweep ({SWEEP_STATUS} is missing)")
         return
     if not resume:
         raise SweepStateError(
@@ -147,7 +146,7 @@ def check_out(out: Path, resume: bool) -> None:
 
 def _check_same_sweep(out: Path, plan_doc: dict[str, Any]) -> None:
     """On ``--resume``: refuse a sweep file that no longer plans the trials recorded in ``out``."""
-    status = out / STATUS_FILE
+    status = out / SWEEP_STATUS
     if not status.is_file():
         return
     old = json.loads(status.read_text()).get("trials", {})
@@ -222,7 +221,7 @@ def write_status(out: Path, plan_doc: dict[str, Any], failed: dict[str, str]) ->
         entry["status"] = _trial_status(out, name)
         if entry["status"] != "finished" and name in failed:
             entry["status"], entry["error"] = "failed", failed[name]
-    (out / STATUS_FILE).write_text(json.dumps(doc, indent=2) + "\n")
+    (out / SWEEP_STATUS).write_text(json.dumps(doc, indent=2) + "\n")
     trials = doc["trials"]
     return SweepResult(
         out,
@@ -336,7 +335,7 @@ def print_outcome(result: SweepResult, sweep_path: str, trial_cpus: float | None
     if result.failed:
         print(
             f"sweep: {len(result.failed)} trial(s) failed: {', '.join(result.failed)} (details in "
-            f"{result.out / STATUS_FILE})",
+            f"{result.out / SWEEP_STATUS})",
             file=sys.stderr,
         )
     if result.unfinished:

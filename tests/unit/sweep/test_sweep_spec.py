@@ -254,13 +254,14 @@ def _recorded_sweep(tmp_path: Path):
     """A sweep's plan as ``sweep.json`` records it, and its output folder."""
     import json
 
-    from raysfl.sweep.execute import STATUS_FILE, _plan_doc, plan
+    from raysfl.report.runs import SWEEP_STATUS
+    from raysfl.sweep.execute import _plan_doc, plan
 
     sweep = load_sweep(_write(tmp_path, GOOD))
     doc = _plan_doc(sweep, plan(sweep, {"CPU": 2.0}))
     out = tmp_path / "out"
     out.mkdir()
-    return sweep, json.loads(json.dumps(doc)), out, out / STATUS_FILE
+    return sweep, json.loads(json.dumps(doc)), out, out / SWEEP_STATUS
 
 
 def test_resume_accepts_a_sweep_recorded_before_an_option_was_added(tmp_path):
@@ -295,7 +296,7 @@ def test_the_output_directory_is_checked_before_ray_starts(tmp_path, capsys, mon
     """A mistyped --out with --resume is refused (it used to run the whole sweep again); so is a used one."""
     import raysfl.engine.cluster
     from raysfl.cli import main
-    from raysfl.sweep.execute import STATUS_FILE
+    from raysfl.report.runs import SWEEP_STATUS
 
     def no_ray(*_args, **_kwargs):
         raise AssertionError("Ray was started before --out was checked")
@@ -309,7 +310,7 @@ def test_the_output_directory_is_checked_before_ray_starts(tmp_path, capsys, mon
     assert not missing.exists()
     used = tmp_path / "used"
     used.mkdir()
-    (used / STATUS_FILE).write_text("{}")
+    (used / SWEEP_STATUS).write_text("{}")
     assert main(["sweep", str(sweep), "--out", str(used)]) == 2
     assert f"{used} already holds a sweep" in capsys.readouterr().err
 
