@@ -30,6 +30,9 @@ MODEL_NAMES = (
 )
 """The keys of :data:`raysfl.models.zoo.MODELS`, in the same order (the zoo checks this at import)."""
 
+AUX_ACTIVATIONS = ("relu", "none")
+"""The activations an auxiliary head may have between its layers (``model.aux_activation``)."""
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -85,7 +88,7 @@ class ModelConfig:
     )
     aux_activation: str = option(
         "relu",
-        choices=("relu", "none"),
+        choices=AUX_ACTIVATIONS,
         doc="activation between the 1×1 conv and the Linear of a cnn_mlp_* auxiliary head; the paper does "
         "not say [A] CSE-FSL spec §2.7-12",
     )

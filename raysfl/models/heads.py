@@ -23,12 +23,12 @@ from functools import partial
 
 from torch import nn
 
+from raysfl.models.config import AUX_ACTIVATIONS
+
 AuxBuilder = Callable[..., nn.Module]
 """``(activation_shape, num_classes, activation="relu") -> head``; the head maps a batch of activations to
 logits. ``activation`` (``"relu"`` or ``"none"``) is the one between a head's layers; a head without hidden
 layers ignores it."""
-
-ACTIVATIONS = ("relu", "none")
 
 
 def mlp_head(activation_shape: tuple[int, ...], num_classes: int, activation: str = "relu") -> nn.Module:
@@ -49,12 +49,12 @@ def cnn_mlp_head(
 
     Raises:
         ValueError: if the activation is not a (C, H, W) feature map, or ``activation`` is not one of
-            :data:`ACTIVATIONS`.
+            :data:`~raysfl.models.config.AUX_ACTIVATIONS`.
     """
     if len(activation_shape) != 3:
         raise ValueError(f"a CNN+MLP head needs a (C, H, W) activation, got shape {activation_shape}")
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"aux_activation: {activation!r} is not one of {', '.join(ACTIVATIONS)}")
+    if activation not in AUX_ACTIVATIONS:
+        raise ValueError(f"aux_activation: {activation!r} is not one of {', '.join(AUX_ACTIVATIONS)}")
     c, h, w = activation_shape
     layers: list[nn.Module] = [nn.Conv2d(c, channels, kernel_size=1)]
     if activation == "relu":
