@@ -367,7 +367,8 @@ def main(doc: str, default_scenario: str, default_iterations: int, argv: Sequenc
     )
     s = report["summary"]
     print(
-        f"events {s['events']}, global iterations {s['global_iterations']}, wall {report['wall_s']:.1f} s, "
+        f"events {s['events']}, global iterations {s['global_iterations']}, final accuracy "
+        f"{s['final_accuracy']}, wall {report['wall_s']:.1f} s, "
         f"threads: pools {sc.engine.torch_threads}, server {sc.engine.server_threads}\n"
     )
     print(breakdown_table(report))

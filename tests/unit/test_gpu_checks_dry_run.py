@@ -33,3 +33,20 @@ def test_the_gpu_tests_pass_with_a_cpu_server(tmp_path):
         return [r["loss"] for r in rows]
 
     assert all(losses(v["cpu"]) == losses(v["server_device"]) for v in compared.values())  # cpu against cpu
+
+
+def test_the_zoo_gpu_test_runs_with_a_cpu_server(tmp_path):
+    """``tests/gpu/test_cuda_zoo.py`` for a residual net and a Transformer, in all three variants."""
+    env = {**os.environ, "RAYSFL_TEST_SERVER_DEVICE": "cpu", "RAYSFL_GPU_REPORT": str(tmp_path)}
+    cmd = [sys.executable, "-m", "pytest", "tests/gpu/test_cuda_zoo.py", "-q", "-p", "no:cacheprovider"]
+    cmd += ["-k", "resnet18-layer1 or vit_small-block1", "-o", "addopts="]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "6 passed" in done.stdout, done.stdout[-2000:]
+    found = json.loads((tmp_path / "gpu_zoo.json").read_text())
+    assert sorted(found) == sorted(
+        f"{cut}/{variant}"
+        for cut in ("resnet18/layer1", "vit_small/block1")
+        for variant in ("float32/contiguous", "float32/channels_last", "bfloat16/contiguous")
+    )
+    assert not any(found.values())  # the CPU kernels are deterministic: nothing reported
