@@ -1,10 +1,12 @@
 """GAS on the in-process dispatcher: event-order invariants and buffer bookkeeping (no Ray)."""
 
+from pathlib import Path
+
 import pyarrow.parquet as pq
 import pytest
 
 from raysfl.engine import runner
-from raysfl.scenario import scenario_from_dict
+from raysfl.scenario import load_scenario, scenario_from_dict
 
 BASE = {
     "name": "tiny-gas",
@@ -135,6 +137,31 @@ def test_reference_code_options_run_end_to_end(tmp_path, gas_run):
     assert {e["bytes_up"] for e in events if e["kind"] == "model"} == {620_544 // 8}
     assert [m["loss"] for m in metrics] != [m["loss"] for m in gas_run[2]]
     assert all((e["bytes_down"] or 0) >= 0 for e in events)
+
+
+def test_the_reference_code_scenario_sets_the_codes_options():
+    """scenarios/gas/reference_code.toml is the code's setting in full (docs/algorithms/gas.md's table)."""
+    sc = load_scenario(Path(__file__).resolve().parents[3] / "scenarios/gas/reference_code.toml")
+    p = sc.algorithm.params
+    assert (sc.data.dataset, sc.data.partition, sc.data.shards_per_client) == ("fashion-mnist", "shard", 2)
+    assert sc.data.normalization == "gas-code"  # Normalize(0.286, 0.3205), specs/gas.md §10.11
+    assert (p["progress"], p["stats_update"], p["covariance"], p["generation"]) == (
+        "code",
+        "per-flush",
+        "full",
+        "top-up",
+    )
+    assert (p["generation_gate"], p["aggregation"], p["server_update"], p["optimizer_state"]) == (
+        "all-labels",
+        "uniform",
+        "after-gradient",
+        "shared",
+    )
+    assert sc.train.clip_grad_norm == 10.0
+    t = sc.system.timing
+    assert (t.flops_accounting, t.free_downloads) == ("per-sample", True)
+    assert (t.client_pass_flops, t.activation_bits, t.client_model_bits) == (5_603_328, 131_072, 620_544)
+    assert (sc.system.link.placement, sc.system.link.bandwidth_mode) == ("radius", "per-client")
 
 
 def test_full_participation_restarts_the_client_that_finished(tmp_path):
