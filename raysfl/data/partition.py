@@ -1,7 +1,7 @@
 """Split a training set over K clients: iid, label shards, Dirichlet label skew, LEAF writers, equal slices.
 
 The equal slices hold ⌊N/K⌋ samples each, contiguous in the file's order or of a random permutation.
-Every partitioner draws only from the ``numpy.random.Generator`` passed in (the scenario's ``"sampling"``
+Every partitioner draws only from the ``numpy.random.Generator`` passed in (the scenario's ``"partition"``
 stream, STYLE §3), so the same seed gives the same split. Each returns one ascending int64 index array per
 client; iid, shard and dirichlet assign every sample to exactly one client, the equal slices leave the last
 ``N mod K`` unused. Consumers shuffle within a client (GAS uses ``DataLoader(shuffle=True)``, GAS spec
@@ -153,8 +153,10 @@ def dirichlet_partition(
     """Dirichlet label skew, NIID-bench style (GAS spec §10.11; GAS's code uses ``min_require_size=10``).
 
     For each class, proportions ``q ~ Dir(α·1_K)``; a client that already holds ``≥ N/K`` samples gets
-    proportion 0; the class's shuffled indices are cut at ``cumsum(q)``. The whole draw is repeated until
-    every client holds at least ``min_size`` samples. Smaller α gives more skewed label distributions.
+    proportion 0; the class's shuffled indices are cut at ``int(cumsum(q)·n_c)``. The whole draw is repeated
+    until every client holds at least ``min_size`` samples. Smaller α gives more skewed label distributions.
+    As in NIID-bench's code, the truncation can leave the last client one sample of a class even when its
+    proportion is 0 (the cumulative sum before it rounds to just under 1) [C].
 
     Raises:
         PartitionError: ``N < K·min_size``, or no acceptable draw within ``max_tries``.
@@ -237,7 +239,7 @@ def partition_dataset(
         labels: int ``(N,)`` training labels.
         cfg: Uses ``partition``, ``shards_per_client``, ``alpha`` and ``min_client_size``.
         num_clients: K.
-        rng: The only source of randomness (the scenario's ``"sampling"`` stream).
+        rng: The only source of randomness (the scenario's ``"partition"`` stream).
         writers: int ``(N,)`` writer index per sample; required by ``partition = "natural"``.
         num_classes: M; defaults to ``labels.max() + 1``.
 

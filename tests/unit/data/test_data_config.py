@@ -49,3 +49,19 @@ def test_a_dirichlet_minimum_of_zero_is_refused() -> None:
     """With 0 a client may get no sample, and its first minibatch divided by zero deep in the batching."""
     with pytest.raises(ConfigError, match="data.min_client_size"):
         build(DataConfig, {"partition": "dirichlet", "min_client_size": 0}, path="data")
+
+
+@pytest.mark.parametrize(
+    "name, kind, mean, std",
+    [
+        ("fashion-mnist", "standard", (0.2860,), (0.3530,)),  # shared/data README
+        ("fashion-mnist", "gas-code", (0.286,), (0.3205,)),  # GAS code, specs/gas.md §10.11
+        ("fashion-mnist", "half", (0.5,), (0.5,)),  # CSE-FSL code
+        ("cifar10", "standard", (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
+        ("cifar10", "gas-code", (0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010)),
+        ("cifar10", "half", (0.5,) * 3, (0.5,) * 3),
+        ("mnist", "gas-code", (0.1307,), (0.3081,)),  # no GAS constants: the standard ones [A]
+    ],
+)
+def test_normalization_constants(name, kind, mean, std):
+    assert DATASETS[name].normalization(kind) == (mean, std)

@@ -6,9 +6,12 @@ import numpy as np
 import pytest
 
 from raysfl.data import DataConfig, PartitionError, label_histograms, partition_dataset
-from raysfl.data.partition import dirichlet_partition, iid_partition, shard_partition
+from raysfl.data.partition import _dirichlet_draw, dirichlet_partition, iid_partition, shard_partition
 
 LABELS = np.random.default_rng(123).permutation(np.repeat(np.arange(10), 500))  # 5000 samples, balanced
+SORTED = np.repeat(
+    np.arange(10), 500
+)  # the same labels in class order, as the CIFAR-10 JPEG copy stores them
 
 
 def _rng(seed: int = 0) -> np.random.Generator:
@@ -66,6 +69,50 @@ def test_shard_can_give_two_shards_of_one_class() -> None:
         part = partition_dataset(LABELS, DataConfig(shards_per_client=2), 10, _rng(seed))
         singles += int(((part.histograms > 0).sum(axis=1) == 1).sum())
     assert singles > 0
+
+
+def test_iid_mixes_a_file_stored_in_class_order() -> None:
+    """iid draws a random permutation: on class-sorted labels every client sees every class (slices of the
+    file's order would give each of 5 clients exactly 2 classes)."""
+    parts = iid_partition(SORTED.size, 5, _rng())
+    assert (label_histograms(SORTED, parts, 10) > 0).all()
+
+
+def test_shard_order_is_shuffled_across_classes() -> None:
+    """K = 20, s = 2, M = 10: 4 shards per class, 40 in all. A client's two shards come from one class with
+    probability (4 − 1)/(40 − 1) = 3/39, so 20·3/39 = 1.54 single-class clients are expected per draw (all 20
+    if the shards were dealt in class order). Mean over 300 draws on class-sorted labels, within ±0.25 (the
+    standard error is about 0.07)."""
+    singles = [
+        int(
+            (
+                (
+                    partition_dataset(SORTED, DataConfig(shards_per_client=2), 20, _rng(seed)).histograms > 0
+                ).sum(axis=1)
+                == 1
+            ).sum()
+        )
+        for seed in range(300)
+    ]
+    assert abs(np.mean(singles) - 20 * 3 / 39) < 0.25, np.mean(singles)
+
+
+def test_dirichlet_gives_nothing_more_to_a_client_at_n_over_k() -> None:
+    """NIID-bench's cap (GAS spec §10.11): once a client holds ≥ N/K samples, later classes give it none,
+    except that the last client takes what truncating the cumulative proportions leaves (cut at
+    ``int((1 − ε)·n_c) = n_c − 1`` when its proportion is 0), as in NIID-bench's code: one sample at most."""
+    n, k = LABELS.size, 20
+    capped = 0
+    for seed in range(10):
+        parts = _dirichlet_draw(LABELS, k, 0.1, 10, _rng(seed))
+        held = np.zeros(k, dtype=np.int64)
+        for c in range(10):
+            for client in range(k):
+                if held[client] >= n / k:
+                    capped += 1
+                    assert parts[client][c].size <= (1 if client == k - 1 else 0), (seed, c, client)
+            held += [parts[client][c].size for client in range(k)]
+    assert capped > 20  # the rule was exercised, not vacuously true
 
 
 def test_shard_error_names_the_option_and_valid_values() -> None:

@@ -107,7 +107,7 @@ def test_defaults_per_dataset() -> None:
 
 def test_cse_fsl_24_pixel_crops() -> None:
     ds = _dataset()
-    cfg = DataConfig(dataset="cifar10", crop_size=24, normalization="half")
+    cfg = DataConfig(dataset="cifar10", crop_size=24)  # the constants come from the dataset (0.5, 0.25)
     tf = make_transform(ds, cfg)
     assert (tf.random_crop, tf.padding, tf.flip, tf.crop_size) == (True, 0, True, 24)
     train = to_batch(ds.train_x, np.arange(4), tf, train=True, generator=_gen())
@@ -189,7 +189,7 @@ def test_brightness_and_contrast_jitter_by_hand() -> None:
 
 def test_color_jitter_option_follows_the_flip_and_is_off_by_default() -> None:
     ds = _dataset()
-    cfg = DataConfig(dataset="cifar10", crop_size=24, normalization="half")
+    cfg = DataConfig(dataset="cifar10", crop_size=24)  # the constants come from the dataset (0.5, 0.25)
     plain, jitter = (
         make_transform(ds, cfg),
         make_transform(ds, dataclasses.replace(cfg, color_jitter="cse-fsl")),
