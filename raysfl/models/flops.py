@@ -34,6 +34,13 @@ class ModelProfile:
     parameters (the input needs no gradient); the server's and the auxiliary head's include the gradient with
     respect to the incoming activation (the server sends it back; the auxiliary head passes it to the client).
     ``full_*`` = client + server, which is exactly what the composed model computes.
+
+    A server pass that computes only one of the two gradients is charged that one:
+    ``server_input_grad_flops`` is the backward to the activation alone (GAS's and MiniBatch-SFL's G_k
+    pass, ``autograd.grad(loss, A)``), ``server_weight_grad_flops`` the backward to the server's parameters
+    alone (a step on detached activations: GAS's and MiniBatch-SFL's server update, a local-loss FSL
+    server step). Their sum exceeds ``server_backward_flops`` by what both share (the gradients of the
+    layers' outputs below the last one).
     """
 
     name: str
@@ -45,6 +52,8 @@ class ModelProfile:
     client_backward_flops: int
     server_forward_flops: int
     server_backward_flops: int
+    server_input_grad_flops: int
+    server_weight_grad_flops: int
     aux_forward_flops: int
     aux_backward_flops: int
     full_forward_flops: int
@@ -87,6 +96,19 @@ def _forward_backward(module: nn.Module, x: torch.Tensor) -> tuple[int, int]:
     return forward, int(counter.get_total_flops())
 
 
+def _one_gradient(module: nn.Module, x: torch.Tensor, to_input: bool) -> int:
+    """FLOPs of the backward of ``module(x)`` to ``x`` alone (``to_input``) or to the parameters alone."""
+    inp = x.detach().requires_grad_(to_input)
+    out = module(inp)
+    grad = torch.ones_like(out)
+    with FlopCounterMode(display=False) as counter:
+        if to_input:
+            torch.autograd.grad(out, inp, grad)
+        else:
+            torch.autograd.backward(out, grad)
+    return int(counter.get_total_flops())
+
+
 def profile_split_model(model: SplitModel, batch_size: int = 2) -> ModelProfile:
     """Measure ``model`` on a random batch of ``batch_size`` and return per-sample counts.
 
@@ -111,6 +133,8 @@ def profile_split_model(model: SplitModel, batch_size: int = 2) -> ModelProfile:
         act.requires_grad_()
         client_fwd, client_bwd = _forward_backward(model.client, x)
         server_fwd, server_bwd = _forward_backward(model.server, act)
+        server_input_grad = _one_gradient(model.server, act, to_input=True)
+        server_weight_grad = _one_gradient(model.server, act, to_input=False)
         aux_fwd, aux_bwd = _forward_backward(model.aux, act) if model.aux is not None else (0, 0)
     finally:
         for m, training in modes:
@@ -132,6 +156,8 @@ def profile_split_model(model: SplitModel, batch_size: int = 2) -> ModelProfile:
         client_backward_flops=client_bwd // n,
         server_forward_flops=server_fwd // n,
         server_backward_flops=server_bwd // n,
+        server_input_grad_flops=server_input_grad // n,
+        server_weight_grad_flops=server_weight_grad // n,
         aux_forward_flops=aux_fwd // n,
         aux_backward_flops=aux_bwd // n,
         full_forward_flops=(client_fwd + server_fwd) // n,

@@ -19,7 +19,9 @@ class SplitCosts:
     client_forward_flops: float
     client_backward_flops: float
     server_forward_flops: float
-    server_backward_flops: float
+    server_backward_flops: float  # to the activation and to the parameters
+    server_input_grad_flops: float  # to the activation alone (a G_k pass)
+    server_weight_grad_flops: float  # to the parameters alone (a step on detached activations)
     activation_bytes: int  # one sample's cut-layer activation (and its gradient)
     client_model_bytes: int  # parameters + buffers of the client-side model
     full_model_bytes: int
@@ -34,6 +36,8 @@ class SplitCosts:
             client_backward_flops=float(prof.client_backward_flops),
             server_forward_flops=float(prof.server_forward_flops),
             server_backward_flops=float(prof.server_backward_flops),
+            server_input_grad_flops=float(prof.server_input_grad_flops),
+            server_weight_grad_flops=float(prof.server_weight_grad_flops),
             activation_bytes=int(prof.activation_bytes),
             client_model_bytes=int(prof.client_model_bytes + prof.client_buffer_bytes),
             full_model_bytes=int(
@@ -68,6 +72,16 @@ class SplitCosts:
         if timing.client_model_bits > 0:
             out = replace(out, client_model_bytes=timing.client_model_bits // 8)
         return out
+
+    @property
+    def gradient_pass_flops(self) -> float:
+        """Per sample, the server's G_k pass: forward, then the backward to the activation alone."""
+        return self.server_forward_flops + self.server_input_grad_flops
+
+    @property
+    def update_pass_flops(self) -> float:
+        """Per sample, a server step on detached activations: forward, then the backward to the weights."""
+        return self.server_forward_flops + self.server_weight_grad_flops
 
     def _samples(self, batch: int) -> int:
         return self.charged_batch if self.charged_batch > 0 else batch

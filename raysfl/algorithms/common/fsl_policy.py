@@ -61,7 +61,7 @@ class FSLCosts:
     aux_forward_flops: float
     aux_backward_flops: float
     server_forward_flops: float
-    server_backward_flops: float
+    server_backward_flops: float  # as the server runs it: to the weights alone with a local loss
     activation_bytes: int  # one sample's smashed data (= its gradient)
     model_bytes: int  # state dict of x_c (+ a_c): one model download or upload
     label_bytes: int = LABEL_BYTES
@@ -83,7 +83,11 @@ class FSLCosts:
             aux_forward_flops=float(profile.aux_forward_flops) if local_loss else 0.0,
             aux_backward_flops=float(profile.aux_backward_flops) if local_loss else 0.0,
             server_forward_flops=float(profile.server_forward_flops),
-            server_backward_flops=float(profile.server_backward_flops),
+            # a local-loss server step (CSE-FSL, FSL_AN, eq. 11) returns no gradient: its backward stops at
+            # the weights; the gradient methods send ∇_A back, so theirs computes both
+            server_backward_flops=float(
+                profile.server_weight_grad_flops if local_loss else profile.server_backward_flops
+            ),
             activation_bytes=int(profile.activation_bytes),
             model_bytes=int(model_bytes),
         )

@@ -128,7 +128,7 @@ class GASPolicy:
         k, t, b = ev.client, ev.t, int(ev.data["b"])
         job, c = self.active[k], self.costs
         begin = max(t, self.server_free_at)
-        busy = self.time.server_s(c.server_forward_flops + c.server_backward_flops, b)
+        busy = self.time.server_s(c.gradient_pass_flops, b)  # G_k = ∇_A l(w_s; A_k, Y_k)
         self.buffer_clients.append(k)
         self.buffer_samples += b
         row: dict[str, Any] = {
@@ -143,7 +143,7 @@ class GASPolicy:
             "queue_s": begin - t,
         }
         if len(self.buffer_clients) == self.p.q_s:  # this arrival fills the buffer: one server update
-            busy += self.time.server_s(c.server_forward_flops + c.server_backward_flops, self.buffer_samples)
+            busy += self.time.server_s(c.update_pass_flops, self.buffer_samples)  # eq. (5) on the buffer
             classes = self.speed_class[self.buffer_clients]
             row.update(
                 server_update=1,

@@ -232,7 +232,7 @@ class SyncSplitPolicy:
         busy = 0.0
         for m in self.members:
             c = self.costs[m.time_split]
-            busy += 2 * self.time.server_s(c.server_forward_flops + c.server_backward_flops, m.b)
+            busy += self.time.server_s(c.gradient_pass_flops + c.update_pass_flops, m.b)  # G_k, then the step
         done = t + busy
         e = self.members[0].e
         actions: list[Action] = [

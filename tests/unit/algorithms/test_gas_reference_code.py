@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from raysfl.algorithms.actions import Event, Log, Schedule
+from raysfl.algorithms.actions import Call, Event, Log, Schedule
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.costs import SplitCosts
 from raysfl.algorithms.gas.policy import GASPolicy
@@ -39,13 +39,15 @@ FMNIST_L2 = SplitCosts(
     client_backward_flops=14_902_272.0,
     server_forward_flops=99_706_880.0,
     server_backward_flops=199_413_760.0,
+    server_input_grad_flops=99_706_880.0,
+    server_weight_grad_flops=192_188_416.0,
     activation_bytes=12_544,
     client_model_bytes=75_264,
     full_model_bytes=15_472_680,
 )
 
 
-def _scenario(params=None, timing=None, **train):
+def _scenario(params=None, timing=None, server_flops_per_s=0.0, **train):
     return scenario_from_dict(
         {
             "data": {"dataset": "synthetic", "synthetic_classes": 3, "partition": "iid"},
@@ -53,7 +55,7 @@ def _scenario(params=None, timing=None, **train):
             "federation": {"num_clients": 2, "active_clients": 1},
             "train": {"local_iterations": 2, "batch_size": 32, **train},
             "algorithm": {"name": "gas", "params": params or {}},
-            "system": {"timing": timing or {}},
+            "system": {"timing": timing or {}, "server_flops_per_s": server_flops_per_s},
         }
     )
 
@@ -104,6 +106,27 @@ def test_gas_policy_runs_the_codes_clock():
     assert done.kind == "model"
     assert done.t == pytest.approx(act2.t + compute + model, rel=1e-15)  # last backward, model upload
     assert done.t == pytest.approx(4 * 0.0011206656 + 2 * 0.1 + 620_544 / 4.194304e7, rel=1e-12)
+
+
+def test_a_timed_server_charges_each_pass_what_it_computes():
+    """With a server rate, G_k's pass costs forward + the backward to A alone, and the update on the
+    buffer forward + the backward to the weights alone (measured: 99,706,880 and 192,188,416 FLOPs per
+    sample of AlexNet L2 on Fashion-MNIST; the full backward, 199,413,760, was charged for both before)."""
+    f, fs = 5e9, 1e12
+    sc = _scenario(params={"q_s": 2}, server_flops_per_s=fs)
+    setup = RunSetup(sc, sc.params, (1, 28, 28), 3, (tuple(range(40)), tuple(range(40, 80))), np.ones((2, 3)))
+    tm = TimeModel.from_config(DeviceTable(np.full(2, f), np.full(2, 4e7), np.full(2, 4e7)), sc.system)
+    policy = GASPolicy(setup, tm, FMNIST_L2, np.random.default_rng(0))
+    (act1,) = [a for a in policy.start() if isinstance(a, Schedule)]
+    acts = policy.on_event(Event(act1.t, "act", act1.client, act1.data))
+    (serve1,) = [a for a in acts if isinstance(a, Call) and a.method == "on_activations"]
+    assert serve1.pace_s == pytest.approx(32 * (99_706_880 + 99_706_880) / fs, rel=1e-15)
+    (act2,) = [a for a in acts if isinstance(a, Schedule)]
+    assert act2.data["b"] == 8
+    acts = policy.on_event(Event(act2.t, "act", act2.client, act2.data))
+    (serve2,) = [a for a in acts if isinstance(a, Call) and a.method == "on_activations"]
+    update = (32 + 8) * (99_706_880 + 192_188_416) / fs  # the buffer's two batches: one server update
+    assert serve2.pace_s == pytest.approx(8 * (99_706_880 + 99_706_880) / fs + update, rel=1e-15)
 
 
 def test_constant_charges_are_validated():

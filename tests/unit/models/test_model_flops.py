@@ -85,3 +85,27 @@ def test_describe_model_table():
     client_row = next(line for line in text.splitlines() if line.startswith("client"))
     assert client_row.split() == ["client", "19,392", "77,568", "0", "11,206,656", "20,643,840"]
     assert next(line for line in text.splitlines() if line.startswith("full")).split()[1] == "3,868,746"
+
+
+def test_one_gradient_passes_by_hand():
+    """CSE-FSL's CIFAR-10 server is Linear(2304→384), Linear(384→192), Linear(192→10) (24×24 crops).
+    Forward: 2·(2304·384 + 384·192 + 192·10) = 1,920,768 per sample. The backward to the activation alone
+    runs every layer's input gradient, as many FLOPs; the backward to the weights alone runs every weight
+    gradient plus the input gradients of the two upper layers, which the lower layers need: 1,920,768 +
+    2·(384·192 + 192·10) = 2,072,064. Both at once: twice the forward."""
+    p = profile_split_model(_meta_build(ModelConfig(name="cse_fsl_cifar10"), 3, 24, 10))
+    assert p.server_forward_flops == 2 * (2304 * 384 + 384 * 192 + 192 * 10) == 1_920_768
+    assert p.server_input_grad_flops == 1_920_768
+    assert p.server_weight_grad_flops == 1_920_768 + 2 * (384 * 192 + 192 * 10) == 2_072_064
+    assert p.server_backward_flops == 2 * 1_920_768
+
+
+@pytest.mark.parametrize("name", [n for n in MODELS if n != "vit_small"])
+def test_one_gradient_passes_bracket_the_full_backward(name):
+    """Without products of two activations (ViT's attention has them), the input gradient costs what the
+    forward does, and the weights' alone costs less than both together but more than the forward."""
+    entry = MODELS[name]
+    c, size, _ = entry.inputs[0]
+    p = profile_split_model(_meta_build(ModelConfig(name=name), c, size, 10))
+    assert p.server_input_grad_flops == p.server_forward_flops
+    assert p.server_forward_flops <= p.server_weight_grad_flops < p.server_backward_flops
