@@ -37,8 +37,9 @@ class GASParams:
     progress: str = option(
         "paper",
         choices=("paper", "code"),
-        doc="n(A): paper = global progress tE+e at upload [P]; code = per-client counters starting at the "
-        "count at selection, the count growing by the server updates so far at each aggregation (§10.6) [C]",
+        doc="n(A): paper = tE+e [P], t the model version the client trains [A], e its local iteration; "
+        "code = per-client counters starting at the count at selection, the count growing by the server "
+        "updates so far at each aggregation (§10.6) [C]",
     )
     stats_update: str = option(
         "per-activation",

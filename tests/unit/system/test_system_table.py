@@ -150,3 +150,18 @@ def test_describe_devices(wireless_table, plain_table):
     short = describe_devices(wireless_table, max_rows=4).splitlines()
     assert len(short) == 2 + 4 + 1 + 1
     assert "(4 more)" in short[4]
+
+
+def test_describe_devices_units_by_hand():
+    """1e9 FLOP/s is 1 GFLOP/s, 1e7 bit/s 10 Mb/s: each row and the summary line in the table's units."""
+    table = DeviceTable(np.array([1e9, 4e9, 1e10]), np.array([1e7, 2e6, 5e7]), np.array([5e7, 1e7, 2.5e8]))
+    lines = describe_devices(table).splitlines()
+    assert [line.split() for line in lines[2:5]] == [
+        ["0", "1.000", "-", "10.000", "50.000"],
+        ["1", "4.000", "-", "2.000", "10.000"],
+        ["2", "10.000", "-", "50.000", "250.000"],
+    ]
+    assert lines[5] == (
+        "3 clients; compute 1 to 10 (median 4) GFLOP/s, slowest/fastest 10.00; "
+        "up 2 to 50 (median 10) Mb/s; down 10 to 250 (median 50) Mb/s"
+    )
