@@ -73,6 +73,16 @@ class SplitCosts:
             out = replace(out, client_model_bytes=timing.client_model_bits // 8)
         return out
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickle (a checkpoint), filling in what older checkpoints lack.
+
+        Costs saved before the one-gradient counts existed keep the full backward they were charging, so a
+        resumed run is timed as it started.
+        """
+        for name in ("server_input_grad_flops", "server_weight_grad_flops"):
+            state.setdefault(name, state["server_backward_flops"])
+        self.__dict__.update(state)
+
     @property
     def gradient_pass_flops(self) -> float:
         """Per sample, the server's G_k pass: forward, then the backward to the activation alone."""

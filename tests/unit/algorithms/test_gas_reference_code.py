@@ -7,6 +7,8 @@ the all-labels gate on generation (``all_labels_have_stats``) and the ``weight_c
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 import torch
@@ -127,6 +129,15 @@ def test_a_timed_server_charges_each_pass_what_it_computes():
     (serve2,) = [a for a in acts if isinstance(a, Call) and a.method == "on_activations"]
     update = (32 + 8) * (99_706_880 + 192_188_416) / fs  # the buffer's two batches: one server update
     assert serve2.pace_s == pytest.approx(8 * (99_706_880 + 99_706_880) / fs + update, rel=1e-15)
+
+
+def test_costs_checkpointed_before_the_one_gradient_counts_keep_their_charge():
+    """Costs pickled by an older raysfl lack the one-gradient fields: a resumed run charges as before."""
+    old = SplitCosts.__new__(SplitCosts)  # an instance with only the older fields, as then pickled
+    old.__dict__.update({k: v for k, v in vars(FMNIST_L2).items() if not k.endswith("_grad_flops")})
+    costs = pickle.loads(pickle.dumps(old))
+    assert costs.gradient_pass_flops == costs.update_pass_flops == 99_706_880 + 199_413_760
+    assert pickle.loads(pickle.dumps(FMNIST_L2)) == FMNIST_L2
 
 
 def test_constant_charges_are_validated():
