@@ -39,8 +39,8 @@ class ModelProfile:
     ``server_input_grad_flops`` is the backward to the activation alone (GAS's and MiniBatch-SFL's G_k
     pass, ``autograd.grad(loss, A)``), ``server_weight_grad_flops`` the backward to the server's parameters
     alone (a step on detached activations: GAS's and MiniBatch-SFL's server update, a local-loss FSL
-    server step). Their sum exceeds ``server_backward_flops`` by what both share (the gradients of the
-    layers' outputs below the last one).
+    server step). Their sum exceeds ``server_backward_flops`` by what both compute: the gradient carried
+    down through every layer but the first.
     """
 
     name: str
