@@ -1,7 +1,8 @@
 """Mixed precision for a model: its convolutions and matmuls in bfloat16, float32 between its layers.
 
 ``engine.precision = "bfloat16"`` runs every layer with parameters of its own (convolutions, linear layers,
-normalisations, attention) under :class:`torch.autocast` with ``dtype=torch.bfloat16``: the ops on
+normalisations), and ViT's self-attention as a whole, under :class:`torch.autocast` with
+``dtype=torch.bfloat16``: the ops on
 autocast's lower-precision list (convolutions, linear layers, matmuls) take bfloat16 copies of their inputs
 and weights and compute in bfloat16; the rest run in the dtype they are given. Each such layer's output is
 cast back to float32. So the parameters, their gradients and the optimizer state stay float32 (mixed
@@ -40,6 +41,8 @@ EMULATED_BFLOAT16 = (
 """The note a run prints when it computes in bfloat16 on such a CPU."""
 
 _HOOKED = "_raysfl_autocast"  # attribute naming the module's AutocastHooks (one per module)
+AUTOCAST_REGION = "autocast_region"
+"""A module class attribute: true makes :func:`use_autocast` hook the module though it has no parameters."""
 
 
 class AutocastHooks:
@@ -80,13 +83,16 @@ class AutocastHooks:
 def use_autocast(module: nn.Module, dtype: torch.dtype | None) -> nn.Module:
     """Run the layers of ``module`` under autocast to ``dtype`` (None: plain); in place, returns ``module``.
 
-    Every submodule with parameters of its own (convolutions, linear layers, normalisations, attention)
-    gets the hooks, so any container of them (a slice of an ``nn.Sequential``, a stack rebuilt from the
-    children, a loop over the layers) computes as the part does. Calling it again changes the dtype; names,
-    parameters and buffers are untouched.
+    Every submodule with parameters of its own (convolutions, linear layers, normalisations) gets the hooks,
+    so any container of them (a slice of an ``nn.Sequential``, a stack rebuilt from the children, a loop over
+    the layers) computes as the part does. So does a parameter-free module whose class sets
+    :data:`AUTOCAST_REGION` true because its forward multiplies activations with each other (the
+    attention products ``q·kᵀ`` and ``weights·v`` of ``vit.SelfAttention``). Calling it again changes the
+    dtype; names, parameters and buffers are untouched.
     """
     for layer in module.modules():
-        if next(layer.parameters(recurse=False), None) is None:
+        own = next(layer.parameters(recurse=False), None) is not None
+        if not (own or getattr(type(layer), AUTOCAST_REGION, False)):
             continue
         hooks: AutocastHooks | None = getattr(layer, _HOOKED, None)
         if hooks is None:

@@ -43,7 +43,14 @@ class PatchEmbedding(nn.Module):
 
 
 class SelfAttention(nn.Module):
-    """Multi-head scaled dot-product self-attention with a joint QKV projection."""
+    """Multi-head scaled dot-product self-attention with a joint QKV projection.
+
+    With ``engine.precision = "bfloat16"`` the attention products run under autocast too (``autocast_region``:
+    :func:`raysfl.models.precision.use_autocast`), as the projections do; the softmax is on autocast's
+    float32 list.
+    """
+
+    autocast_region = True
 
     def __init__(self, dim: int, heads: int, dropout: float) -> None:
         super().__init__()

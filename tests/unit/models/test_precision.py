@@ -75,6 +75,36 @@ def test_each_layer_is_autocasts_bfloat16_result_in_float32():
     assert not torch.is_autocast_enabled("cpu")  # the region closed with the layer
 
 
+def test_vit_attention_products_compute_in_bfloat16():
+    """SelfAttention has no parameters of its own, but q·kᵀ and weights·v multiply activations: it is an
+    autocast region too, so every matmul of the block takes bfloat16 operands; its output is float32."""
+    from raysfl.models.vit import SelfAttention
+
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        attn = SelfAttention(dim=16, heads=2, dropout=0.0).eval()
+    x = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(1))
+    plain = attn(x)
+    seen: list[tuple[torch.dtype, torch.dtype]] = []
+    matmul = torch.Tensor.__matmul__
+
+    def recorded(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        out = matmul(a, b)
+        seen.append((a.dtype, out.dtype))
+        return out
+
+    use_autocast(attn, BF16)
+    torch.Tensor.__matmul__ = recorded
+    try:
+        out = attn(x)
+    finally:
+        torch.Tensor.__matmul__ = matmul
+    assert len(seen) == 2 and all(result == BF16 for _, result in seen)  # q·kᵀ, then weights·v
+    assert out.dtype == torch.float32 and not torch.is_autocast_enabled("cpu")
+    assert (out - plain).abs().max() < 0.05 * plain.abs().max()
+    assert autocast_dtype(attn) == BF16
+
+
 def test_parameters_gradients_and_names_stay_float32_and_the_same():
     ref, model = small_model(), use_autocast(small_model(), BF16)
     assert list(model.state_dict()) == list(ref.state_dict())
