@@ -9,8 +9,9 @@ events.parquet columns (null where an event has no such quantity):
     devices), bytes_labels (int64, the part of bytes_up that is labels; CSE-FSL and its baselines),
     discarded (int64, 1 when an arriving update was dropped as too stale; FedSA, FedASMU's τ rule).
 
-metrics.parquet columns: iteration, t (emulated s), wall_s, accuracy, loss, train_loss, bytes_up,
-    bytes_down, events, plus any other numeric metric the method's ``evaluate`` returns.
+metrics.parquet columns: iteration, t (emulated s), wall_s, accuracy, loss, train_loss (a split method's
+    mean server loss since the last evaluation, NaN when no server step ran), bytes_up, bytes_down, events,
+    plus any other numeric metric the method's ``evaluate`` returns.
 
 Rows are written in chunks as the run goes, so a crashed or interrupted run keeps what it logged.
 With checkpoints, each checkpoint seals the event rows so far into ``checkpoints/events-<iteration>.parquet``

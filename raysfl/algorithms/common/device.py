@@ -7,6 +7,7 @@ device except for the gradient it returns. These helpers create the device-side 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import torch
@@ -21,6 +22,15 @@ def loss_zero(device: torch.device | str) -> torch.Tensor:
     Python float it replaces did, so CPU results are unchanged.
     """
     return torch.zeros((), dtype=torch.float64, device=device)
+
+
+def mean_training_loss(total: torch.Tensor, count: int) -> float:
+    """The mean of a server's ``count`` training losses summed in ``total`` (one read of the device value).
+
+    NaN when no server step ran since the last evaluation: no mean exists, and 0.0 would read as a perfect
+    loss (metrics.parquet stores NaN as a missing value; TensorBoard skips it).
+    """
+    return float(total) / count if count else math.nan
 
 
 def device_generator(device: torch.device | str, seed: int) -> torch.Generator:

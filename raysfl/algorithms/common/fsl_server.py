@@ -38,7 +38,7 @@ from torch import nn
 
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.aggregate import weighted_average
-from raysfl.algorithms.common.device import load_into, loss_zero, to_device
+from raysfl.algorithms.common.device import load_into, loss_zero, mean_training_loss, to_device
 from raysfl.algorithms.common.evaluate import evaluate_split_aux
 from raysfl.algorithms.common.fsl_accounting import GIB, tensor_bytes, tensor_numel
 from raysfl.algorithms.common.fsl_round import FSLRules, normal_init
@@ -218,7 +218,7 @@ class FSLServer:
         up = b["smashed"] + b["labels"] + b["models_up"]
         down = b["gradients"] + b["models_down"]
         load = b["smashed"] + b["gradients"] + b["models_up"] + b["models_down"]
-        mean_train = float(self.train_loss_sum) / max(self.train_loss_count, 1)
+        mean_train = mean_training_loss(self.train_loss_sum, self.train_loss_count)
         self.train_loss_sum, self.train_loss_count = loss_zero(self.device), 0
         out: dict[str, Any] = {
             "accuracy": acc,

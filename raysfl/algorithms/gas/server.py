@@ -26,7 +26,13 @@ import torch.nn.functional as F
 from raysfl import profiling
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.aggregate import weighted_average
-from raysfl.algorithms.common.device import device_generator, load_into, loss_zero, to_device
+from raysfl.algorithms.common.device import (
+    device_generator,
+    load_into,
+    loss_zero,
+    mean_training_loss,
+    to_device,
+)
 from raysfl.algorithms.common.evaluate import evaluate_split
 from raysfl.algorithms.common.optim import clip, make_optimizer
 from raysfl.algorithms.gas.generate import GaussianSampler, generation_counts, log_prior, staleness_weight
@@ -227,7 +233,7 @@ class GASServer:
             self.train.eval_batch_size,
             self.device,
         )
-        mean_train = float(self.train_loss_sum) / max(self.train_loss_count, 1)
+        mean_train = mean_training_loss(self.train_loss_sum, self.train_loss_count)
         self.train_loss_sum, self.train_loss_count = loss_zero(self.device), 0
         return {
             "accuracy": acc,

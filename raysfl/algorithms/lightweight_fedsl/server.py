@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.aggregate import weighted_average
-from raysfl.algorithms.common.device import load_into, loss_zero, to_device
+from raysfl.algorithms.common.device import load_into, loss_zero, mean_training_loss, to_device
 from raysfl.algorithms.common.evaluate import evaluate_split
 from raysfl.algorithms.common.fsl_accounting import tensor_bytes
 from raysfl.algorithms.lightweight_fedsl.dropout import dropout_mask, gather, restore
@@ -148,7 +148,7 @@ class FedSLServer:
             self.device,
         )
         b = self.bytes
-        mean_train = float(self.train_loss_sum) / max(self.train_loss_count, 1)
+        mean_train = mean_training_loss(self.train_loss_sum, self.train_loss_count)
         self.train_loss_sum, self.train_loss_count = loss_zero(self.device), 0
         prunable = [v for k, v in self.global_client.items() if k.endswith("weight") and v.dim() > 1]
         total = sum(v.numel() for v in prunable)

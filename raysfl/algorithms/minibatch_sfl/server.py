@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from raysfl.algorithms.common.device import load_into, loss_zero, to_device
+from raysfl.algorithms.common.device import load_into, loss_zero, mean_training_loss, to_device
 from raysfl.algorithms.common.evaluate import evaluate_split
 from raysfl.algorithms.common.optim import clip, make_optimizer
 from raysfl.algorithms.config import TrainConfig
@@ -275,7 +275,7 @@ class SyncSplitServer:
         acc, loss = evaluate_split(
             nn.Sequential(), self.full, self.test_x, self.test_y, self.train.eval_batch_size, self.device
         )
-        mean_train = float(self.train_loss_sum) / max(self.train_loss_count, 1)
+        mean_train = mean_training_loss(self.train_loss_sum, self.train_loss_count)
         self.train_loss_sum, self.train_loss_count = loss_zero(self.device), 0
         return {
             "accuracy": acc,

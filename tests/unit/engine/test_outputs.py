@@ -1,6 +1,7 @@
 """Run outputs: TensorBoard against iteration and emulated time; Ctrl-C keeps what was written."""
 
 import json
+import math
 import signal
 import subprocess
 import sys
@@ -44,6 +45,22 @@ def test_tensorboard_has_the_promised_scalars(tmp_path):
     by_time = acc.Scalars("test/accuracy_vs_emulated_ms")
     assert [s.step for s in by_time] == [round(1000 * m["t"]) for m in metrics]
     assert len({s.step for s in by_time}) == len(metrics)  # evaluations < 1 s apart keep their own step
+
+
+def test_an_evaluation_before_any_server_step_has_no_training_loss(tmp_path):
+    """The first evaluation comes before any server step: its training loss is missing (NaN in the parquet
+    file, no TensorBoard point), not a 0.0 that reads as a perfect loss; later ones are real means."""
+    sc = scenario_from_dict(BASE, ["metrics.tensorboard=true"])
+    run(sc, tmp_path / "r", backend="local")
+    metrics = pq.read_table(tmp_path / "r" / "metrics.parquet").to_pylist()
+    assert metrics[0]["server_updates"] == 0 and math.isnan(metrics[0]["train_loss"])
+    later = [m for m in metrics[1:] if m["server_updates"] > 0]
+    assert later and all(1.0 < m["train_loss"] < 5.0 for m in later)
+    acc = EventAccumulator(str(tmp_path / "r" / "tb"))
+    acc.Reload()
+    points = acc.Scalars("train/server_loss")
+    assert [p.step for p in points] == [m["iteration"] for m in metrics if not math.isnan(m["train_loss"])]
+    assert all(p.value > 1.0 for p in points)
 
 
 def test_ctrl_c_ends_cleanly_and_keeps_outputs(tmp_path):
