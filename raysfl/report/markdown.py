@@ -256,6 +256,11 @@ def write_report(
         )
     if last:
         lines[-1] += f" Last-{last} {short}: each run's mean over its last {last} evaluations."
+    if target_col:
+        lines[-1] += (
+            f" {UNITS[x].capitalize()} to {100 * target:.0f} %: over the seeds that reached it, which the "
+            "count in brackets gives; a seed that did not is left out, not counted at its budget."
+        )
     paired_somewhere: set[str] = set()
     for i, (setting_label, members) in enumerate(settings.items(), start=1):
         lines += ["", f"## {setting_label}", ""]

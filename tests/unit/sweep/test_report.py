@@ -110,6 +110,18 @@ def test_mean_std_and_time_to_target_equal_a_hand_computation(runs):
     assert single.final == (0.9, None) and single.reached == 0
 
 
+def test_the_footnote_says_time_to_target_is_over_the_seeds_that_reached_it(runs, tmp_path):
+    out = tmp_path / "rep"
+    assert main(["report", str(runs), "--out", str(out), "--target", "0.6"]) == 0
+    text = (out / "report.md").read_text()
+    assert (
+        "to 60 %: over the seeds that reached it, which the count in brackets gives; a seed that did not"
+        in text
+    )
+    assert main(["report", str(runs), "--out", str(tmp_path / "plain")]) == 0
+    assert "seeds that reached it" not in (tmp_path / "plain" / "report.md").read_text()
+
+
 def test_last_k_column_is_the_seed_mean_of_each_runs_tail_mean(runs, tmp_path, capsys):
     groups = {g.runs[0].path.name: g for g in group_runs(find_runs([runs])[0])}
     gas = group_stats(groups["gas_s1"], target=None, last=2)
