@@ -73,7 +73,8 @@ def _add_head(s: LayerStack, num_classes: int) -> None:
 def resnet18(cfg: ModelConfig, in_channels: int, image_size: int, num_classes: int) -> LayerStack:
     """ResNet18 with cuts ``layer1`` (default [P]), ``layer2`` and ``layer3`` after its residual stages.
 
-    GAS App. H: "split after the first residual layer".
+    GAS App. H: "split after the first residual layer", read as the first residual stage ``layer1`` (two
+    blocks; torchvision's name for it) [A]: no cut after its first block is offered.
 
     Stages 64/128/256/512 with two blocks each and projection shortcuts. The stem is an option [A]
     (``resnet18_stem``): ``"imagenet"`` (7×7/2 conv, BatchNorm, ReLU, 3×3/2 max pool; activation 64×8×8 on

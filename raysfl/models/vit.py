@@ -2,8 +2,10 @@
 
 GAS App. H [P]: "6 Transformer layers, 8 attention heads each, hidden MLP dimension 512, dropout 0.1 for the
 Transformer layers and the embedding layer, split after the first Transformer layer". Patch size and token
-width are not stated (GAS spec §9.5); they are options [A] (default 4 and 512). The tokens are a class token
-plus one per patch with learned position embeddings; the head reads the class token.
+width are not stated (GAS spec §9.5); they are options [A] (default 4 and 512). The rest of the layout is
+not stated either and follows the common ViT [A]: pre-norm blocks, GELU in the MLP, a bias in the joint QKV
+projection, a class token plus one token per patch with learned position embeddings, and a LayerNorm before
+the head, which reads the class token.
 
 Attention is written with explicit matrix products so that ``FlopCounterMode`` counts every multiply.
 """
