@@ -10,7 +10,7 @@ events.parquet columns (null where an event has no such quantity):
     discarded (int64, 1 when an arriving update was dropped as too stale; FedSA, FedASMU's τ rule).
 
 metrics.parquet columns: iteration, t (emulated s), wall_s, accuracy, loss, train_loss (a split method's
-    mean server loss since the last evaluation, NaN when no server step ran), bytes_up, bytes_down, events,
+    mean server loss since the last evaluation, null when no server step ran), bytes_up, bytes_down, events,
     plus any other numeric metric the method's ``evaluate`` returns.
 
 Rows are written in chunks as the run goes, so a crashed or interrupted run keeps what it logged.
@@ -113,8 +113,9 @@ class MetricsLog:
         """Not used."""
 
     def on_eval(self, row: dict[str, Any]) -> None:
-        """Append a row and rewrite the file."""
-        self.rows.append({k: v for k, v in row.items() if isinstance(v, (int, float, str, bool))})
+        """Append a row and rewrite the file; a value None is a null (a metric with no value this time)."""
+        kept = (int, float, str, bool, type(None))
+        self.rows.append({k: v for k, v in row.items() if isinstance(v, kept)})
         pq.write_table(pa.Table.from_pylist(self.rows), str(self.path))
 
     def resume(self, state: Any, evals: list[dict[str, Any]]) -> None:

@@ -15,7 +15,6 @@ timed when each report was asked for: evaluations that arrive together would oth
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -111,7 +110,7 @@ class TensorBoardSink:
             if key in row:
                 w.add_scalar(f"test/{key}", row[key], it, walltime=t)
                 w.add_scalar(f"test/{key}_vs_emulated_ms", row[key], round(1000 * t), walltime=t)
-        if "train_loss" in row and not math.isnan(row["train_loss"]):  # NaN: no server step since the last
+        if row.get("train_loss") is not None:  # None: no server step since the last evaluation
             w.add_scalar("train/server_loss", row["train_loss"], it, walltime=t)
         w.add_scalar("comm/bytes_up", row["bytes_up"], it, walltime=t)
         w.add_scalar("comm/bytes_down", row["bytes_down"], it, walltime=t)

@@ -7,7 +7,6 @@ device except for the gradient it returns. These helpers create the device-side 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 import torch
@@ -24,13 +23,13 @@ def loss_zero(device: torch.device | str) -> torch.Tensor:
     return torch.zeros((), dtype=torch.float64, device=device)
 
 
-def mean_training_loss(total: torch.Tensor, count: int) -> float:
+def mean_training_loss(total: torch.Tensor, count: int) -> float | None:
     """The mean of a server's ``count`` training losses summed in ``total`` (one read of the device value).
 
-    NaN when no server step ran since the last evaluation: no mean exists, and 0.0 would read as a perfect
-    loss (metrics.parquet stores NaN as a missing value; TensorBoard skips it).
+    None when no server step ran since the last evaluation: no mean exists, and 0.0 would read as a perfect
+    loss (metrics.parquet stores a null, TensorBoard skips it).
     """
-    return float(total) / count if count else math.nan
+    return float(total) / count if count else None
 
 
 def device_generator(device: torch.device | str, seed: int) -> torch.Generator:

@@ -1,7 +1,6 @@
 """Run outputs: TensorBoard against iteration and emulated time; Ctrl-C keeps what was written."""
 
 import json
-import math
 import signal
 import subprocess
 import sys
@@ -48,18 +47,18 @@ def test_tensorboard_has_the_promised_scalars(tmp_path):
 
 
 def test_an_evaluation_before_any_server_step_has_no_training_loss(tmp_path):
-    """The first evaluation comes before any server step: its training loss is missing (NaN in the parquet
-    file, no TensorBoard point), not a 0.0 that reads as a perfect loss; later ones are real means."""
+    """The first evaluation comes before any server step: its training loss is missing (a null in the
+    parquet file, no TensorBoard point), not a 0.0 that reads as a perfect loss; later ones are real means."""
     sc = scenario_from_dict(BASE, ["metrics.tensorboard=true"])
     run(sc, tmp_path / "r", backend="local")
     metrics = pq.read_table(tmp_path / "r" / "metrics.parquet").to_pylist()
-    assert metrics[0]["server_updates"] == 0 and math.isnan(metrics[0]["train_loss"])
+    assert metrics[0]["server_updates"] == 0 and metrics[0]["train_loss"] is None
     later = [m for m in metrics[1:] if m["server_updates"] > 0]
     assert later and all(1.0 < m["train_loss"] < 5.0 for m in later)
     acc = EventAccumulator(str(tmp_path / "r" / "tb"))
     acc.Reload()
     points = acc.Scalars("train/server_loss")
-    assert [p.step for p in points] == [m["iteration"] for m in metrics if not math.isnan(m["train_loss"])]
+    assert [p.step for p in points] == [m["iteration"] for m in metrics if m["train_loss"] is not None]
     assert all(p.value > 1.0 for p in points)
 
 
