@@ -3,8 +3,9 @@
 The policy sees times, ids and sizes only, never tensors. Per client job (E local iterations):
 
     start    download w_c (free with ``free_downloads``), forward, upload A_k and Y_k    → ``act`` event
-    act      the server handles A_k (FIFO; server compute costs time only when the server has a rate),
-             G_k downloads, the client back-propagates; then either the next forward + upload
+    act      the server handles A_k (FIFO; server compute costs time only when the server has a rate;
+             G_k leaves after the buffer's update in Alg. 1's order, before it in the code's), G_k
+             downloads, the client back-propagates; then either the next forward + upload
              (→ ``act``) or, after the E-th iteration, the client-side model upload     → ``model`` event
     model    the model buffer takes w_{c,k}; every Q_c models one aggregation = one global iteration;
              an idle client, drawn uniformly from those not active, starts at once (§10.2); with
@@ -142,8 +143,11 @@ class GASPolicy:
             "version": self.version,
             "queue_s": begin - t,
         }
+        gradient_ready = begin + busy  # before-gradient mode moves it behind the update below
         if len(self.buffer_clients) == self.p.q_s:  # this arrival fills the buffer: one server update
             busy += self.time.server_s(c.update_pass_flops, self.buffer_samples)  # eq. (5) on the buffer
+            if self.p.server_update == "before-gradient":  # Alg. 1: w_s steps, then G_k
+                gradient_ready = begin + busy
             classes = self.speed_class[self.buffer_clients]
             row.update(
                 server_update=1,
@@ -153,11 +157,11 @@ class GASPolicy:
             self.buffer_clients, self.buffer_samples = [], 0
         self.server_free_at = begin + busy
         t_back = (
-            self.server_free_at
+            gradient_ready
             + self.time.download_s(k, c.gradient_bytes(b))
             + self.time.compute_s(k, c.client_backward_flops, b)
         )
-        done = self.server_free_at
+        done = gradient_ready
         actions: list[Action] = [
             Call(
                 SERVER,

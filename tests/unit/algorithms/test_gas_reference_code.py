@@ -131,6 +131,32 @@ def test_a_timed_server_charges_each_pass_what_it_computes():
     assert serve2.pace_s == pytest.approx(8 * (99_706_880 + 99_706_880) / fs + update, rel=1e-15)
 
 
+@pytest.mark.parametrize("server_update", ["before-gradient", "after-gradient"])
+def test_g_k_leaves_the_timed_server_before_or_after_the_buffer_update(server_update):
+    """Alg. 1 steps w_s on the full buffer and then computes G_k, so G_k waits for the update; the code
+    computes G_k first and steps after, so G_k leaves after its own pass and the update only keeps the
+    server busy. Q_s = 1: every arrival fills the buffer. One job of E = 2, by hand."""
+    f, fs, rate = 5e9, 1e12, 4e7
+    sc = _scenario(params={"q_s": 1, "server_update": server_update}, server_flops_per_s=fs)
+    setup = RunSetup(sc, sc.params, (1, 28, 28), 3, (tuple(range(40)), tuple(range(40, 80))), np.ones((2, 3)))
+    tm = TimeModel.from_config(DeviceTable(np.full(2, f), np.full(2, rate), np.full(2, rate)), sc.system)
+    policy = GASPolicy(setup, tm, FMNIST_L2, np.random.default_rng(0))
+    (act1,) = [a for a in policy.start() if isinstance(a, Schedule)]
+    acts = policy.on_event(Event(act1.t, "act", act1.client, act1.data))
+    gradient = 32 * 99_706_880 * 2 / fs  # forward + the backward to A
+    update = 32 * (99_706_880 + 192_188_416) / fs  # forward + the backward to the weights, on the buffer
+    (serve,) = [a for a in acts if isinstance(a, Call) and a.method == "on_activations"]
+    assert serve.pace_s == pytest.approx(gradient + update, rel=1e-15)  # the server is busy for both
+    waits = gradient + update if server_update == "before-gradient" else gradient
+    back = 32 * 12_544 * 8 / rate + 32 * 14_902_272 / f  # G_k's float32 download, the client's backward
+    forward = 8 * 7_676_928 / f + 8 * 12_552 * 8 / rate  # the next batch of 8: forward, upload A and Y
+    (act2,) = [a for a in acts if isinstance(a, Schedule)]
+    assert act2.t == pytest.approx(act1.t + waits + back + forward, rel=1e-12)
+    (step,) = [a for a in acts if isinstance(a, Call) and a.method == "step"]
+    assert step.pace_s == pytest.approx(act2.t - (act1.t + waits), rel=1e-12)
+    assert policy.server_free_at == pytest.approx(act1.t + gradient + update, rel=1e-15)
+
+
 def test_costs_checkpointed_before_the_one_gradient_counts_keep_their_charge():
     """Costs pickled by an older raysfl lack the one-gradient fields: a resumed run charges as before."""
     old = SplitCosts.__new__(SplitCosts)  # an instance with only the older fields, as then pickled
