@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from raysfl.algorithms.actions import (
@@ -58,6 +58,7 @@ from raysfl.algorithms.common.evaluate import evaluate_model
 from raysfl.algorithms.common.own_rng import draws_randomness, seeded_if
 from raysfl.algorithms.protocols import ClientLogic, Policy, ServerLogic
 from raysfl.config import option
+from raysfl.metrics.columns import event_column_problems
 from raysfl.models.flops import ModelProfile
 from raysfl.system.durations import TimeModel
 
@@ -182,6 +183,11 @@ def check_spec(spec: Any, where: str = "algorithm.name") -> list[str]:
             problems.append(f"{where}: AlgorithmSpec {spec.name!r}.{field} is not callable")
     if not all(isinstance(c, type) for c in spec.state_classes):
         problems.append(f"{where}: AlgorithmSpec {spec.name!r}.state_classes must be a tuple of classes")
+    if not isinstance(spec.event_columns, Mapping):
+        problems.append(f"{where}: AlgorithmSpec {spec.name!r}.event_columns must map column names to types")
+    else:
+        for problem in event_column_problems(spec.event_columns):
+            problems.append(f"{where}: AlgorithmSpec {spec.name!r}.event_columns: {problem}")
     bad = [s for s in spec.smoke if not isinstance(s, str) or "=" not in s]
     if bad:
         problems.append(f"{where}: AlgorithmSpec {spec.name!r}.smoke: {bad!r} are not dotted.key=value")

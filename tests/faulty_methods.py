@@ -3,7 +3,8 @@
 ``algorithm.name = "tests.faulty_methods:SERVER_FAILS"``: the server's ``receive`` raises on
 the third arrival. ``...:CLIENT_FAILS``: a client's ``train`` raises in the fourth job; its clients roam
 (``engine.placement = "least-loaded"`` then sends each job to any pool, with its state). ``EVAL_*``: the
-server's ``evaluate`` returns tensors and NumPy scalars, no ``accuracy``, or a vector.
+server's ``evaluate`` returns tensors and NumPy scalars, no ``accuracy``, or a vector. ``MISTAKES``: a
+policy's mistakes; ``OWN_COLUMNS`` (no fault): a method that declares event-log columns of its own.
 """
 
 from __future__ import annotations
@@ -113,7 +114,10 @@ class PolicyWithMistakes(HingePolicy):
     """One of a first-time author's mistakes, chosen by ``algorithm.params.b`` (the hinge's b, unused here).
 
     b = 90: ``start()`` forgets its ``return``; 91: ``on_event`` returns a bare ``Call``; 92: a call reads a
-    slot nobody produced; 93: ``Call(CLIENT, HingeServer.send_model)``; 94: an event in the past.
+    slot nobody produced; 93: ``Call(CLIENT, HingeServer.send_model)``; 94: an event in the past; 95: a
+    client call without ``client=``; 96: a client call for client K; 97: a ``Report`` without its
+    ``iteration``; 98: a log row with a column nobody declared; 99: a tensor in a log column; 100: a
+    float in an integer column.
     """
 
     def start(self) -> Any:
@@ -121,7 +125,7 @@ class PolicyWithMistakes(HingePolicy):
         return None if self.setup.params.b == 90 else actions
 
     def on_event(self, ev: Any) -> Any:
-        from raysfl.api import CLIENT, SERVER, Call, Schedule, Slot
+        from raysfl.api import CLIENT, SERVER, Call, Log, Report, Schedule, Slot
 
         mistake = self.setup.params.b
         if mistake == 91:
@@ -132,7 +136,22 @@ class PolicyWithMistakes(HingePolicy):
             return [Call(CLIENT, HingeServer.send_model, (ev.client,), client=ev.client)]
         if mistake == 94:
             return [Schedule(ev.t - 1.0, "arrival", ev.client)]
-        return super().on_event(ev)
+        if mistake in (95, 96):
+            client = {95: -1, 96: self.setup.num_clients}[mistake]
+            return [Call(CLIENT, HingeClient.train, (Slot(("w",)),), client=client)]
+        if mistake == 97:
+            return [
+                Call(SERVER, HingeServer.evaluate, out=Slot(("eval",))),
+                Report(Slot(("eval",)), {"t": ev.t}),
+            ]
+        actions = super().on_event(ev)
+        if mistake in (98, 99, 100):
+            (log,) = [a for a in actions if isinstance(a, Log) and a.row["kind"] == "arrival"]
+            value = {98: ("my_note", "x"), 99: ("staleness", torch.tensor(2)), 100: ("staleness", 2.0)}[
+                mistake
+            ]
+            log.row[value[0]] = value[1]
+        return actions
 
 
 MISTAKES = dataclasses.replace(
@@ -140,4 +159,26 @@ MISTAKES = dataclasses.replace(
     name="fedasync_hinge_mistakes",
     make_policy=PolicyWithMistakes,
     state_classes=(HingeClient, HingeClientState, HingeServer, PolicyWithMistakes),
+)
+
+
+class PolicyWithColumns(HingePolicy):
+    """Logs two columns of its own on every arrival: ``hinge_b`` (float64) and ``odd_version`` (bool)."""
+
+    def on_event(self, ev: Any) -> Any:
+        from raysfl.api import Log
+
+        actions = super().on_event(ev)
+        for a in actions:
+            if isinstance(a, Log) and a.row["kind"] == "arrival":
+                a.row.update(hinge_b=float(self.setup.params.b), odd_version=a.row["version"] % 2 == 1)
+        return actions
+
+
+OWN_COLUMNS = dataclasses.replace(
+    SPEC,
+    name="fedasync_hinge_own_columns",
+    make_policy=PolicyWithColumns,
+    state_classes=(HingeClient, HingeClientState, HingeServer, PolicyWithColumns),
+    event_columns={"hinge_b": "float64", "odd_version": "bool"},
 )

@@ -100,10 +100,13 @@ class Report:
 
 
 class LogRow(TypedDict, total=False):
-    """The columns of an event-log row the engine and the shared sinks know; a method may add its own.
+    """The columns of an event-log row the engine and the shared sinks know.
 
     ``bytes_up`` and ``bytes_down`` are summed into the run's traffic totals; the rest is written to
-    ``events.parquet`` as given (a column a row leaves out is empty there).
+    ``events.parquet`` as given (a column a row leaves out, or sets to None, is empty there). The full list
+    is :data:`raysfl.metrics.columns.ENGINE_COLUMNS`; a method declares columns of its own in
+    ``AlgorithmSpec.event_columns``. The coordinator refuses a row with any other column or a value of
+    another type (a tensor, a float in an integer column).
     """
 
     t: float  # virtual time of the event (s)
@@ -117,7 +120,7 @@ class LogRow(TypedDict, total=False):
 
 @dataclass(frozen=True)
 class Log:
-    """One event-log row (:class:`LogRow`, plus any method-specific columns)."""
+    """One event-log row (:class:`LogRow`, plus the columns the method declares in its spec)."""
 
     row: LogRow | dict[str, Any]
 

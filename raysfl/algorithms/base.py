@@ -9,8 +9,8 @@ lists the built-in specs in a literal registry, and a method outside raysfl is n
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -43,6 +43,9 @@ class AlgorithmSpec:
         smoke: ``dotted.key=value`` overrides a small test run of the method needs beyond the defaults (what
             ``validate`` demands, and sizes that keep it quick); the tests that run every method (checkpoint
             and resume) apply them, so a new method needs no special case there.
+        event_columns: the method's own columns of ``events.parquet``, name → ``"int64"``, ``"float64"``,
+            ``"string"`` or ``"bool"``, after the engine's (:data:`raysfl.metrics.parquet.EVENT_SCHEMA`); a
+            ``Log`` row with a column neither declares, or a value of another type, is a policy error.
     """
 
     name: str
@@ -62,6 +65,7 @@ class AlgorithmSpec:
     train_lr_decay: bool = False
     aux_heads: bool = False
     smoke: tuple[str, ...] = ()
+    event_columns: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

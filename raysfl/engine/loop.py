@@ -13,8 +13,9 @@ from raysfl.algorithms.actions import Action, Call, Event, Log, Report, Schedule
 from raysfl.api import Policy
 from raysfl.engine.clock import RealtimeClock, VirtualClock
 from raysfl.engine.dispatch import Dispatcher
-from raysfl.engine.policy_errors import PolicyError
+from raysfl.engine.policy_errors import PolicyError, call_problem, report_problem
 from raysfl.engine.queue import EventQueue
+from raysfl.metrics.columns import COLUMN_TYPES, event_columns, row_problems
 
 REQUIRED_METRICS = ("accuracy", "loss")
 
@@ -127,12 +128,26 @@ class Coordinator:
     """Runs a policy over a dispatcher in virtual time; writes to sinks."""
 
     def __init__(
-        self, policy: Policy, dispatcher: Dispatcher, sinks: list[Sink], clock: VirtualClock | None = None
+        self,
+        policy: Policy,
+        dispatcher: Dispatcher,
+        sinks: list[Sink],
+        clock: VirtualClock | None = None,
+        *,
+        log_columns: Mapping[str, str] | None = None,
+        num_clients: int | None = None,
     ) -> None:
+        """Run ``policy`` over ``dispatcher`` into ``sinks``.
+
+        ``log_columns``: the method's own event-log columns (``AlgorithmSpec.event_columns``), which a
+        ``Log`` row may hold beside the engine's; ``num_clients``: K, the bound of a client call's id.
+        """
         self.policy = policy
         self.dispatcher = dispatcher
         self.sinks = sinks
         self.clock = clock or VirtualClock()
+        self.log_columns = event_columns(log_columns)
+        self.num_clients = num_clients
         self.queue = EventQueue()
         self.totals = Totals()
         self.stopped = False
@@ -201,8 +216,9 @@ class Coordinator:
         """Carry out, in order, what the policy returned for ``ev`` (``None``: what ``start()`` returned).
 
         Raises:
-            PolicyError: naming the policy method, when it returned no list of actions or an event in the
-                past.
+            PolicyError: naming the policy method, when it returned no list of actions, an event in the
+                past, a client call without its client, a report without its iteration and time, or a
+                log row with a column the event log lacks or a value of another type.
         """
         if not isinstance(actions, (list, tuple)):
             raise PolicyError(
@@ -211,6 +227,9 @@ class Coordinator:
             )
         for a in actions:
             if isinstance(a, Call):
+                problem = call_problem(a, self.num_clients)
+                if problem:
+                    raise PolicyError(f"the policy's {_source(ev)} returned {problem}")
                 self.dispatcher.call(a)
             elif isinstance(a, Schedule):
                 if a.t < self.clock.now:
@@ -220,12 +239,16 @@ class Coordinator:
                     )
                 self.queue.push(Event(a.t, a.kind, a.client, a.data))
             elif isinstance(a, Log):
+                self._check_row(a, ev)
                 self.totals.bytes_up += int(a.row.get("bytes_up", 0) or 0)
                 self.totals.bytes_down += int(a.row.get("bytes_down", 0) or 0)
                 with profiling.section("coordinator.sinks"):
                     for s in self.sinks:
                         s.on_event(a.row)
             elif isinstance(a, Report):
+                problem = report_problem(a)
+                if problem:
+                    raise PolicyError(f"the policy's {_source(ev)} returned {problem}")
                 info = {
                     **a.info,
                     "bytes_up": self.totals.bytes_up,
@@ -245,6 +268,19 @@ class Coordinator:
                     f"the policy's {_source(ev)} returned {a!r}, which is not an action (Call, Schedule, "
                     "Log, Report, Stop)"
                 )
+
+    def _check_row(self, log: Log, ev: Event | None) -> None:
+        """A row events.parquet can hold: a dict of the engine's and the method's columns, typed."""
+        if not isinstance(log.row, Mapping):
+            kind = type(log.row).__name__
+            raise PolicyError(f"the policy's {_source(ev)} logged a {kind}; a Log row is a dict")
+        problems = row_problems(log.row, self.log_columns)
+        if problems:
+            raise PolicyError(
+                f"the policy's {_source(ev)} logged a row events.parquet cannot hold: {'; '.join(problems)}. "
+                "A method adds columns of its own in AlgorithmSpec.event_columns (name → "
+                f"{' | '.join(COLUMN_TYPES)}); a value None leaves a column empty"
+            )
 
     def _deliver(self, ready: list[tuple[dict[str, Any], Any]]) -> None:
         for info, metrics in ready:

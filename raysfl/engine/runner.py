@@ -44,7 +44,7 @@ from raysfl.engine.hosts import ClientHost, ServerHost, build_model, pick_device
 from raysfl.engine.loop import Coordinator, ResumableSink, Sink, Totals
 from raysfl.engine.provenance import source_commit
 from raysfl.engine.rng import stream
-from raysfl.metrics.parquet import EventLog, MetricsLog
+from raysfl.metrics.parquet import EventLog, MetricsLog, event_schema
 from raysfl.metrics.progress import ProgressLine
 from raysfl.metrics.tensorboard import TensorBoardSink
 from raysfl.models.flops import profile_split_model
@@ -190,7 +190,7 @@ def _finite(obj: Any) -> Any:
 def _sinks(sc: Scenario, out: Path) -> list[Sink]:
     sinks: list[Sink] = [MetricsLog(out / "metrics.parquet")]
     if sc.metrics.events:
-        sinks.append(EventLog(out / "events.parquet"))
+        sinks.append(EventLog(out / "events.parquet", schema=event_schema(sc.algorithm_spec.event_columns)))
     if sc.metrics.tensorboard:
         sinks.append(TensorBoardSink(out / "tb"))
     if sc.metrics.progress:
@@ -392,7 +392,14 @@ def _attempt(
         policy = check_logic(spec.make_policy(prep.setup, prep.time_model, prep.profile, rng), Policy, spec)
         clock = RealtimeClock(sc.engine.time_scale) if sc.engine.clock == "realtime" else VirtualClock()
         sinks = _sinks(sc, out)
-        coordinator = Coordinator(policy, dispatcher, [*sinks, *extra_sinks], clock)
+        coordinator = Coordinator(
+            policy,
+            dispatcher,
+            [*sinks, *extra_sinks],
+            clock,
+            log_columns=spec.event_columns,
+            num_clients=prep.setup.num_clients,
+        )
         externals = {"setup": prep.setup, "time_model": prep.time_model, "profile": prep.profile}
         eng = sc.engine
         checkpointer = Checkpointer(

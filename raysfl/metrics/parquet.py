@@ -7,7 +7,8 @@ events.parquet columns (null where an event has no such quantity):
     the server), server_update (int64, 1 when this arrival triggered a server update), share_fast,
     share_slow (float64, share of the flushed activation buffer from the fastest / slowest quarter of
     devices), bytes_labels (int64, the part of bytes_up that is labels; CSE-FSL and its baselines),
-    discarded (int64, 1 when an arriving update was dropped as too stale; FedSA, FedASMU's τ rule).
+    discarded (int64, 1 when an arriving update was dropped as too stale; FedSA, FedASMU's τ rule);
+    then the columns a method declares in ``AlgorithmSpec.event_columns`` (:func:`event_schema`).
 
 metrics.parquet columns: iteration, t (emulated s), wall_s, accuracy, loss, train_loss (a split method's
     mean server loss since the last evaluation, null when no server step ran), bytes_up, bytes_down, events,
@@ -22,41 +23,36 @@ segments its checkpoint lists, so rows logged after that checkpoint by the crash
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-EVENT_SCHEMA = pa.schema(
-    [
-        ("t", pa.float64()),
-        ("kind", pa.string()),
-        ("client", pa.int64()),
-        ("e", pa.int64()),
-        ("version", pa.int64()),
-        ("staleness", pa.int64()),
-        ("bytes_up", pa.int64()),
-        ("bytes_down", pa.int64()),
-        ("queue_s", pa.float64()),
-        ("server_update", pa.int64()),
-        ("share_fast", pa.float64()),
-        ("share_slow", pa.float64()),
-        ("bytes_labels", pa.int64()),
-        ("discarded", pa.int64()),
-    ]
-)
+from raysfl.metrics.columns import event_columns
+
+_ARROW_TYPES = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string(), "bool": pa.bool_()}
+
+
+def event_schema(own: Mapping[str, str] | None = None) -> pa.Schema:
+    """The schema of ``events.parquet``: the engine's columns, then a method's ``own`` (name → type name)."""
+    return pa.schema([(name, _ARROW_TYPES[kind]) for name, kind in event_columns(own).items()])
+
+
+EVENT_SCHEMA = event_schema()
 
 
 class EventLog:
-    """Appends event rows to ``events.parquet`` every ``chunk`` rows (fixed schema above)."""
+    """Appends event rows to ``events.parquet`` every ``chunk`` rows (:func:`event_schema`)."""
 
-    def __init__(self, path: Path, chunk: int = 4096) -> None:
+    def __init__(self, path: Path, chunk: int = 4096, schema: pa.Schema = EVENT_SCHEMA) -> None:
         self.path = path
         self.chunk = chunk
+        self.schema = schema
         self._rows: list[dict[str, Any]] = []
         self.segments: list[Path] = []
-        self._writer = pq.ParquetWriter(str(path), EVENT_SCHEMA)
+        self._writer = pq.ParquetWriter(str(path), schema)
 
     def on_event(self, row: dict[str, Any]) -> None:
         """Buffer one row; write a chunk when full."""
@@ -71,8 +67,8 @@ class EventLog:
     def _flush(self) -> None:
         if not self._rows:
             return
-        cols = {name: [r.get(name) for r in self._rows] for name in EVENT_SCHEMA.names}
-        self._writer.write_table(pa.table(cols, schema=EVENT_SCHEMA))
+        cols = {name: [r.get(name) for r in self._rows] for name in self.schema.names}
+        self._writer.write_table(pa.table(cols, schema=self.schema))
         self._rows = []
 
     def checkpoint(self, ck_dir: Path, tag: str) -> list[str]:
@@ -82,7 +78,7 @@ class EventLog:
         segment = ck_dir / f"events-{tag}.parquet"
         self.path.replace(segment)
         self.segments.append(segment)
-        self._writer = pq.ParquetWriter(str(self.path), EVENT_SCHEMA)
+        self._writer = pq.ParquetWriter(str(self.path), self.schema)
         return [str(p.relative_to(self.path.parent)) for p in self.segments]
 
     def resume(self, segments: list[str] | None, evals: list[dict[str, Any]]) -> None:
@@ -96,9 +92,9 @@ class EventLog:
         if not self.segments:
             return
         joined = self.path.with_name(self.path.name + ".joining")
-        with pq.ParquetWriter(str(joined), EVENT_SCHEMA) as out:
+        with pq.ParquetWriter(str(joined), self.schema) as out:
             for part in [*self.segments, self.path]:
-                out.write_table(pq.read_table(str(part), schema=EVENT_SCHEMA))
+                out.write_table(pq.read_table(str(part), schema=self.schema))
         joined.replace(self.path)
 
 
