@@ -12,6 +12,7 @@ from raysfl.engine import runner
 from raysfl.engine.policy_errors import PolicyError
 from raysfl.metrics.columns import ENGINE_COLUMNS, row_problems
 from tests.faulty_methods import faulty_scenario
+from tests.unit.engine.test_checkpoint_resume import crash_after, rows
 
 
 @pytest.mark.parametrize(
@@ -41,14 +42,17 @@ def test_a_policy_mistake_is_refused_before_it_reaches_a_pool_or_a_sink(tmp_path
 
 
 def test_a_methods_own_columns_are_written_after_the_engines_and_survive_a_resume(tmp_path):
-    sc = faulty_scenario("OWN_COLUMNS", "engine.checkpoint_every=4")
+    sc = faulty_scenario("OWN_COLUMNS", "engine.checkpoint_every=4", "engine.keep_checkpoints=5")
     runner.run(sc, tmp_path / "run", backend="local")
+    crashed = crash_after(tmp_path / "run", tmp_path / "crashed", "ckpt-000004.pt")
+    assert runner.run(sc, crashed, backend="local", resume=True)["resumed_from"] == "ckpt-000004.pt"
+    assert rows(crashed / "events.parquet") == rows(tmp_path / "run" / "events.parquet")
     table = pq.read_table(tmp_path / "run" / "events.parquet")
     assert table.schema.names == [*ENGINE_COLUMNS, "hinge_b", "odd_version"]
-    rows = [r for r in table.to_pylist() if r["kind"] == "arrival"]
-    assert len(rows) == 12  # all arrivals, across the segments the checkpoints sealed
-    assert {r["hinge_b"] for r in rows} == {2.0}
-    assert [r["odd_version"] for r in rows] == [v % 2 == 1 for v in (r["version"] for r in rows)]
+    arrivals = [r for r in table.to_pylist() if r["kind"] == "arrival"]
+    assert len(arrivals) == 12  # all arrivals, across the segments the checkpoints sealed
+    assert {r["hinge_b"] for r in arrivals} == {2.0}
+    assert [r["odd_version"] for r in arrivals] == [r["version"] % 2 == 1 for r in arrivals]
     assert all(r["hinge_b"] is None for r in table.to_pylist() if r["kind"] != "arrival")
 
 
