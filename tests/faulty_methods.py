@@ -4,7 +4,8 @@
 the third arrival. ``...:CLIENT_FAILS``: a client's ``train`` raises in the fourth job; its clients roam
 (``engine.placement = "least-loaded"`` then sends each job to any pool, with its state). ``EVAL_*``: the
 server's ``evaluate`` returns tensors and NumPy scalars, no ``accuracy``, or a vector. ``MISTAKES``: a
-policy's mistakes; ``OWN_COLUMNS`` (no fault): a method that declares event-log columns of its own.
+policy's mistakes; ``OWN_COLUMNS`` (no fault): a method that declares event-log columns of its own;
+``MUTATES_RECEIVED``: a client that zeroes the global model it received, in place, after training from it.
 """
 
 from __future__ import annotations
@@ -181,4 +182,23 @@ OWN_COLUMNS = dataclasses.replace(
     make_policy=PolicyWithColumns,
     state_classes=(HingeClient, HingeClientState, HingeServer, PolicyWithColumns),
     event_columns={"hinge_b": "float64", "odd_version": "bool"},
+)
+
+
+class ClientZeroesWhatItReceived(HingeClient):
+    """Zeroes, in place, the global model it received once its job has trained from it (a careless reuse of
+    a buffer). Between processes that changes only the client's copy, and so it must in one process."""
+
+    def train(self, st: HingeClientState, weights: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        trained = super().train(st, weights)
+        for value in weights.values():
+            value.zero_()
+        return trained
+
+
+MUTATES_RECEIVED = dataclasses.replace(
+    SPEC,
+    name="fedasync_hinge_mutates_received",
+    make_client=ClientZeroesWhatItReceived,
+    state_classes=(ClientZeroesWhatItReceived, HingeClientState, HingeServer, HingePolicy),
 )

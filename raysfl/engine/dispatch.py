@@ -7,6 +7,7 @@ host code in Ray actors and passes ``ObjectRef``s between calls.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -90,8 +91,27 @@ class Dispatcher(Protocol):
         """Release the backend's resources."""
 
 
+def as_sent(value: Any) -> Any:
+    """``value`` as another process receives it: pickled and unpickled, a copy sharing nothing with it.
+
+    Ray serialises every argument and result of an actor call, so a value that one side changes in place
+    after sending it, or after receiving it, is not changed on the other side, nor for a later reader of
+    the same slot. The local backend copies the same way, so that a logic that changes a received or
+    returned tensor in place gives the same numbers in one process as on Ray. A value the standard pickle
+    cannot serialise (a lambda, which Ray's cloudpickle can) is passed as it is.
+    """
+    try:
+        return pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return value
+
+
 class LocalDispatcher:
-    """Runs every call in-process, at once; slots hold the values themselves."""
+    """Runs every call in-process, at once; slots hold copies of the values, as Ray's serialisation makes.
+
+    Each call's arguments and result pass through :func:`as_sent`, so what a logic does in place to a value
+    it received or returned stays on its side, as it does between Ray's processes.
+    """
 
     def __init__(self, clients: ClientHost, server: ServerHost, time_scale: float | None = None) -> None:
         self.clients = clients
@@ -109,7 +129,7 @@ class LocalDispatcher:
 
     def call(self, action: Call) -> None:
         """Execute now."""
-        args = [self._resolve(a) for a in action.args]
+        args = as_sent(tuple(self._resolve(a) for a in action.args))
         pace = action.pace_s / self.time_scale if self.time_scale else 0.0
         if action.target == SERVER:
             value = self.server.call(action.method, *args, pace_wall_s=pace)
@@ -118,7 +138,7 @@ class LocalDispatcher:
         for slot in action.free:
             self.slots.pop(slot.name, None)
         if action.out is not None:
-            self.slots[action.out.name] = value
+            self.slots[action.out.name] = as_sent(value)
 
     def ready(self, slot: Slot) -> bool:
         """Values are computed at once."""
