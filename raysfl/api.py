@@ -57,7 +57,7 @@ from raysfl.algorithms.common.device import load_into
 from raysfl.algorithms.common.evaluate import evaluate_model
 from raysfl.algorithms.common.own_rng import draws_randomness, seeded_if
 from raysfl.algorithms.protocols import ClientLogic, Policy, ServerLogic
-from raysfl.config import option
+from raysfl.config import default_problems, option
 from raysfl.metrics.columns import event_column_problems
 from raysfl.models.flops import ModelProfile
 from raysfl.system.durations import TimeModel
@@ -156,6 +156,9 @@ def check_spec(spec: Any, where: str = "algorithm.name") -> list[str]:
         problems.append(
             f"{where}: AlgorithmSpec {spec.name!r}.params is not frozen; declare it @dataclass(frozen=True)"
         )
+    else:
+        defaults = default_problems(spec.params)
+        problems += [f"{where}: AlgorithmSpec {spec.name!r}.params: {p}" for p in defaults]
     if spec.family not in FAMILIES:
         problems.append(
             f"{where}: AlgorithmSpec {spec.name!r}.family is {spec.family!r}; it is one of "

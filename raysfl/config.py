@@ -381,6 +381,41 @@ def _build(cls: type[T], data: Mapping[str, Any], path: str, problems: list[str]
         return None
 
 
+def default_problems(cls: type) -> list[str]:
+    """What is wrong with the defaults a dataclass of options declares.
+
+    Each default is checked as :func:`build` checks a given value: an annotation that names nothing, a
+    default of another type, out of range or not among ``choices``, a NaN. A method's defaults are not
+    given by the user, so without this a bad one would run unchecked.
+    """
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception as err:  # noqa: BLE001 - whatever resolving an annotation raises, said as a problem
+        return [f"{cls.__qualname__}: an annotation cannot be resolved ({type(err).__name__}: {err})"]
+    problems: list[str] = []
+    for f in dataclasses.fields(cls):
+        if f.default is dataclasses.MISSING:
+            if dataclasses.is_dataclass(hints.get(f.name)) and f.default_factory is not dataclasses.MISSING:
+                problems += [f"{cls.__qualname__}.{f.name}.{p}" for p in default_problems(hints[f.name])]
+            continue
+        where, value = f"{cls.__qualname__}.{f.name} (default)", f.default
+        before = len(problems)
+        converted = _convert(value, hints[f.name], where, problems)
+        if len(problems) > before:
+            continue
+        if hints[f.name] is int and isinstance(value, float):
+            problems.append(f"{where}: expected an integer, got {_short(value)}")
+        elif any(isinstance(v, float) and math.isnan(v) for v in _elements(converted)):
+            problems.append(f"{where}: nan is not allowed; give a number")
+        else:
+            _check_bounds(converted, option_meta(f), where, problems)
+    return problems
+
+
+def _elements(value: Any) -> tuple[Any, ...]:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
 def build(cls: type[T], data: Mapping[str, Any], path: str = "") -> T:
     """Build the frozen dataclass ``cls`` from ``data``, raising one :class:`ConfigError` for all problems."""
     problems: list[str] = []

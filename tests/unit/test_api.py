@@ -129,6 +129,40 @@ def test_params_must_be_frozen_and_family_split_or_fl():
     ]
 
 
+def test_params_defaults_are_checked_as_given_values_are():
+    """A default no user gave would otherwise run unchecked (the API audit's 0 with ge=1: a ZeroDivisionError
+    in the policy; 2.5 for an int; nan: a run trained to NaN with exit 0)."""
+    import dataclasses
+
+    from raysfl.config import option
+
+    @dataclasses.dataclass(frozen=True)
+    class BadDefaults:
+        every: int = option(0, ge=1)
+        steps: int = option(2.5)
+        rounds: int = option(3.0)
+        mode: str = option("data_size", choices=("data-size", "uniform"))
+        scale: float = option(float("nan"))
+        fine: float = option(1, gt=0)  # an int for a float widens, as a given value does
+
+    @dataclasses.dataclass(frozen=True)
+    class Unresolvable:
+        every: "Intt" = option(1)  # noqa: F821 - the misspelt annotation is the point
+
+    where = "algorithm.name: AlgorithmSpec 'fedasync'.params: "
+    spec = dataclasses.replace(ALGORITHMS["fedasync"], params=BadDefaults)
+    name = BadDefaults.__qualname__
+    assert check_spec(spec) == [
+        f"{where}{name}.every (default): 0 is out of range; it must be >= 1",
+        f"{where}{name}.steps (default): expected an integer, got 2.5",
+        f"{where}{name}.rounds (default): expected an integer, got 3.0",
+        f"{where}{name}.mode (default): 'data_size' is not allowed; choose one of 'data-size', 'uniform'",
+        f"{where}{name}.scale (default): nan is not allowed; give a number",
+    ]
+    (problem,) = check_spec(dataclasses.replace(spec, params=Unresolvable))
+    assert problem.endswith(": an annotation cannot be resolved (NameError: name 'Intt' is not defined)")
+
+
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
