@@ -5,7 +5,8 @@ the third arrival. ``...:CLIENT_FAILS``: a client's ``train`` raises in the four
 (``engine.placement = "least-loaded"`` then sends each job to any pool, with its state). ``EVAL_*``: the
 server's ``evaluate`` returns tensors and NumPy scalars, no ``accuracy``, or a vector. ``MISTAKES``: a
 policy's mistakes; ``OWN_COLUMNS`` (no fault): a method that declares event-log columns of its own;
-``MUTATES_RECEIVED``: a client that zeroes the global model it received, in place, after training from it.
+``MUTATES_RECEIVED``: a client that zeroes the global model it received, in place, after training from it;
+``UNBUILDABLE_POLICY``: a policy factory that builds an object without the protocol's members.
 """
 
 from __future__ import annotations
@@ -201,4 +202,14 @@ MUTATES_RECEIVED = dataclasses.replace(
     name="fedasync_hinge_mutates_received",
     make_client=ClientZeroesWhatItReceived,
     state_classes=(ClientZeroesWhatItReceived, HingeClientState, HingeServer, HingePolicy),
+)
+
+
+def policy_lacking_its_members(setup: Any, time_model: Any, profile: Any, rng: Any):  # noqa: ANN201
+    """A factory without a return annotation, so only what it builds can be checked: a run's set-up fails."""
+    return object()
+
+
+UNBUILDABLE_POLICY = dataclasses.replace(
+    SPEC, name="fedasync_hinge_unbuildable_policy", make_policy=policy_lacking_its_members
 )

@@ -25,7 +25,7 @@ from typing import Any
 from raysfl import __version__, profiling
 from raysfl.algorithms.base import RunSetup
 from raysfl.api import Policy, check_logic
-from raysfl.config import dumps_toml
+from raysfl.config import ConfigError, dumps_toml
 from raysfl.data import load_dataset, partition_dataset
 from raysfl.data.transforms import make_transform
 from raysfl.engine.checkpoint import (
@@ -294,7 +294,9 @@ def run(
     if backend not in ("ray", "local"):
         raise ValueError(f"backend must be 'ray' or 'local', got {backend!r}")
     if sc.engine.kill_pool_at_iteration and backend != "ray":
-        raise ValueError("engine.kill_pool_at_iteration kills a Ray pool process; it needs backend 'ray'")
+        raise ConfigError(
+            ["engine.kill_pool_at_iteration: kills a Ray pool process; it needs backend 'ray', not 'local'"]
+        )
     if resume and overwrite:
         raise ValueError("resume and overwrite exclude each other: continue the run, or start it over")
     out = Path(out_dir) if out_dir is not None else default_out_dir(sc)
@@ -331,6 +333,7 @@ def run(
         write_config(prep, out, backend)
     wall0, restarts = time.monotonic(), 0
     wall_before = checkpoint_wall_s(ck) if ck is not None else 0.0  # a resumed run's earlier attempts
+    fresh = ck is None
     while True:
         try:
             attempt = _attempt(
@@ -338,6 +341,7 @@ def run(
             )
             break
         except WorkerLostError as err:
+            fresh = False
             restarts += 1
             if restarts > sc.engine.max_restarts:
                 raise RunFailedError(
@@ -347,6 +351,10 @@ def run(
             ck = load_latest(ck_dir)
             where = f"checkpoint {Path(ck['path']).name}" if ck else "the start (no checkpoint yet)"
             print(f"raysfl: {err}; restarting the workers from {where} (restart {restarts})", file=sys.stderr)
+        except Exception:
+            if fresh and not _ran_anything(out):
+                clear_outputs(out)  # a run refused while it was set up leaves the folder free for the fix
+            raise
     totals, placement, interrupted = attempt
     summary = summarize(totals, wall_before + time.monotonic() - wall0, interrupted, prep)
     summary["out_dir"] = str(out)
@@ -355,6 +363,15 @@ def run(
     summary["resumed_from"] = Path(ck["path"]).name if ck else None
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def _ran_anything(out: Path) -> bool:
+    """Whether a run in ``out`` got as far as an evaluation or a checkpoint.
+
+    A run that did not holds nothing in its outputs but its configuration and empty logs.
+    """
+    checkpoints = out / "checkpoints"
+    return (out / "metrics.parquet").exists() or (checkpoints.is_dir() and any(checkpoints.iterdir()))
 
 
 class RunFailedError(RuntimeError):

@@ -321,3 +321,29 @@ def test_hosts_own_writable_copies_of_read_only_arrays(tmp_path):
         own = host._externals["setup"]
         assert own.label_hist.flags.writeable and all(ix.flags.writeable for ix in own.client_indices)
     assert ServerHost(prep.setup, ds.test_x, ds.test_y, prep.transform)._externals["setup"] is prep.setup
+
+
+def test_a_run_refused_while_it_is_set_up_leaves_its_folder_free(tmp_path):
+    """A run that fails before its first evaluation (here: the method's policy cannot be built) leaves none
+    of a run's outputs behind, so the corrected run may use the same --out without --overwrite."""
+    from raysfl.engine import runner
+    from tests.faulty_methods import faulty_scenario
+
+    out = tmp_path / "run"
+    (out / "notes.txt").parent.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    with pytest.raises(TypeError, match="make_policy builds object, which lacks"):
+        runner.run(faulty_scenario("UNBUILDABLE_POLICY"), out, backend="local")
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    assert runner.run(faulty_scenario("SPEC"), out, backend="local")["global_iterations"] == 12
+
+
+def test_a_pool_kill_on_the_local_backend_is_refused_naming_the_option(tmp_path, capsys):
+    out = tmp_path / "run"
+    scenario = str(_scenario(tmp_path / "s.toml"))
+    code, err = _run(capsys, scenario, "engine.kill_pool_at_iteration=1", "--out", str(out))
+    assert code == 2, err
+    assert (
+        "engine.kill_pool_at_iteration: kills a Ray pool process; it needs backend 'ray', not 'local'" in err
+    )
+    assert not out.exists()
