@@ -430,11 +430,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if (p / "summary.json").is_file():
             dirs.append(p)
         elif p.is_dir():
-            dirs += sorted(d for d in p.iterdir() if (d / "summary.json").is_file())
+            found = sorted(d for d in p.iterdir() if (d / "summary.json").is_file())
+            if not found:
+                raise UsageError(
+                    f"{item}: not a finished run directory (no summary.json), nor a folder of finished runs"
+                )
+            dirs += found
         else:
             raise UsageError(f"{item}: not a run directory")
-    if not dirs:
-        raise UsageError("no finished run directories (with summary.json) among: " + " ".join(args.runs))
     _check_target(args.target)
     try:
         records = [load_run(d) for d in dirs]

@@ -17,17 +17,13 @@ where Acc is the convergence accuracy, the mean of the last 5 evaluations (spec 
 
 from __future__ import annotations
 
-import json
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
+from raysfl.run_files import METRIC_COLUMNS, RunDirError, read_config, read_metrics, read_summary
 
-
-class RunDirError(RuntimeError):
-    """A path that is not a finished run directory."""
+__all__ = ["RunDirError", "RunRecord", "compare_table", "load_run"]
 
 
 @dataclass(frozen=True)
@@ -48,16 +44,29 @@ class RunRecord:
     interrupted: bool = False  # stopped before its budget (Ctrl-C); its numbers are not the run's end
 
 
+SUMMARY_KEYS = (
+    "scenario",
+    "algorithm",
+    "dataset",
+    "final_accuracy",
+    "best_accuracy",
+    "emulated_s",
+    "bytes_up",
+    "bytes_down",
+)
+
+
 def load_run(path: str | Path) -> RunRecord:
-    """Read a run directory; raises :class:`RunDirError` naming the missing file."""
+    """Read a run directory; raises :class:`RunDirError` naming the missing or damaged file."""
     p = Path(path)
     for name in ("summary.json", "metrics.parquet", "config.toml"):
         if not (p / name).is_file():
             raise RunDirError(f"{p}: not a finished run directory ({name} is missing)")
-    summary = json.loads((p / "summary.json").read_text())
-    config = tomllib.loads((p / "config.toml").read_text())
-    rows = pq.read_table(p / "metrics.parquet").to_pylist()
+    summary, config, rows = read_summary(p), read_config(p), read_metrics(p, (*METRIC_COLUMNS, "accuracy"))
     curve = [(float(r["t"]), float(r["accuracy"])) for r in rows if r.get("accuracy") is not None]
+    missing = [k for k in SUMMARY_KEYS if k not in summary]
+    if missing:
+        raise RunDirError(f"{p / 'summary.json'}: damaged or not raysfl's (no {', '.join(missing)})")
     return RunRecord(
         path=p,
         scenario=summary["scenario"],

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import math
-import tomllib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from raysfl.run_files import RunDirError, read_config, read_metrics, read_summary
 
 IGNORED = ("name", "description", "seed", "engine", "metrics", "reference")
 SWEEP_STATUS = "sweep.json"  # a sweep's status file, written by raysfl.sweep.execute
@@ -143,13 +144,11 @@ def group_key(scenario: dict[str, Any]) -> str:
 
 
 def _read_run(path: Path) -> Run:
-    import pyarrow.parquet as pq
-
-    config = tomllib.loads((path / "config.toml").read_text())
+    """The run in ``path``; raises :class:`RunDirError` naming a damaged file."""
+    config = read_config(path)
     info = config.pop("run", {})
     config.pop("devices", None)
-    rows = tuple(pq.read_table(path / "metrics.parquet").to_pylist())
-    return Run(path, config, rows, json.loads((path / "summary.json").read_text()), info)
+    return Run(path, config, tuple(read_metrics(path)), read_summary(path), info)
 
 
 def _sweep_trials(folder: Path) -> dict[str, dict[str, Any]]:
@@ -191,8 +190,11 @@ def _why_not(run_dir: Path, trial: dict[str, Any] | None) -> str | None:
     summary = run_dir / "summary.json"
     if not summary.is_file():
         return "unfinished (no summary.json)"
-    if json.loads(summary.read_text()).get("interrupted"):
-        return "interrupted"
+    try:
+        if read_summary(run_dir).get("interrupted"):
+            return "interrupted"
+    except RunDirError as err:
+        return str(err)
     if not (run_dir / "metrics.parquet").is_file():
         return "no metrics.parquet"
     return None
@@ -221,7 +223,11 @@ def find_runs(paths: Sequence[str | Path]) -> tuple[list[Run], list[tuple[Path, 
             trial = sweeps[run_dir.parent].get(run_dir.name)
             reason = _why_not(run_dir, trial)
             if reason is None:
-                run = _read_run(run_dir)
+                try:
+                    run = _read_run(run_dir)
+                except RunDirError as err:
+                    skipped.append((run_dir, str(err)))
+                    continue
                 if trial and trial.get("labels"):
                     run.info["labels"] = dict(trial["labels"])  # the sweep's names for this trial
                 runs.append(run)

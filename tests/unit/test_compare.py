@@ -79,7 +79,10 @@ def test_time_to_accuracy_and_bad_inputs(tmp_path, capsys):
     assert time_to_accuracy([(0.0, 0.1), (5.0, 0.5)], 0.6) is None
     assert time_to_accuracy([(0.0, 0.1), (5.0, 0.5)], 0.5) == 5.0
     assert main(["compare", str(tmp_path)]) == 2
-    assert "no finished run directories" in capsys.readouterr().err
+    assert (
+        "not a finished run directory (no summary.json), nor a folder of finished runs"
+        in capsys.readouterr().err
+    )
     assert main(["run", str(tmp_path / "nope*.toml")]) == 2
     assert "no scenario matches" in capsys.readouterr().err
 
@@ -132,3 +135,58 @@ def test_compare_table_gains_of_the_first_run():
     # conv acc = mean of the last 5: ours 0.4, base 1/3; time 10 vs 30 s
     assert cells[1][7:11] == ["30.0", "33.33", "+20.00", "+66.67"]
     assert cells[2][7:11] == ["not reached", "20.00", "+100.00", "-"]
+
+
+def test_damaged_runs_and_folders_without_runs_are_named(tmp_path, capsys):
+    """A damaged file is named with what is wrong (no decoder traceback), and a folder among the arguments
+    that holds no finished run is refused (it was dropped silently when another argument had runs)."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "a.toml").write_text(TINY.format(name="a", seed=1))
+    out = tmp_path / "runs"
+    assert (
+        main(
+            [
+                "run",
+                str(tmp_path / "a.toml"),
+                "train.global_iterations=1",
+                "--backend",
+                "local",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    run = out
+    for name, damage, problem in (
+        ("summary.json", lambda p: p.write_text("{bad"), "damaged or not raysfl's (Expecting property name"),
+        ("config.toml", lambda p: p.write_text("[[["), "damaged or not raysfl's (Invalid initial character"),
+        ("metrics.parquet", lambda p: p.write_bytes(b""), "damaged or not raysfl's ("),
+        (
+            "metrics.parquet",
+            lambda p: pq.write_table(pa.table({"t": [0.0]}), p),
+            "damaged or not raysfl's (no column iteration, accuracy)",
+        ),
+        (
+            "summary.json",
+            lambda p: p.write_text("{}"),
+            "damaged or not raysfl's (no scenario, algorithm, dataset",
+        ),
+    ):
+        copy = tmp_path / f"damaged-{name}"
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(run, copy)
+        damage(copy / name)
+        assert main(["compare", str(run), str(copy)]) == 2
+        err = capsys.readouterr().err
+        assert f"raysfl: {copy / name}: {problem}" in err, err
+    (tmp_path / "empty").mkdir()
+    assert main(["compare", str(run), str(tmp_path / "empty")]) == 2
+    assert (
+        f"{tmp_path / 'empty'}: not a finished run directory (no summary.json), nor a folder of finished runs"
+        in capsys.readouterr().err
+    )

@@ -543,3 +543,17 @@ def test_metric_must_be_an_accuracy_column_of_the_runs(runs, tmp_path, capsys):
     assert "--metric: 'loss' is not an accuracy column of these runs; choose one of 'accuracy'" in (
         capsys.readouterr().err
     )
+
+
+def test_a_damaged_run_is_skipped_naming_its_file(runs):
+    (runs / "gas_s2" / "summary.json").write_text("{bad")
+    (runs / "fedavg_s1" / "metrics.parquet").write_bytes(b"PAR1 not really")
+    (runs / "fedavg_s2" / "config.toml").write_text("[[[")
+    found, skipped = find_runs([runs])
+    assert sorted(r.path.name for r in found) == ["gas_iid", "gas_s1", "gas_s3"]
+    why = {p.name: reason for p, reason in skipped}
+    assert why["gas_s2"].startswith(f"{runs / 'gas_s2' / 'summary.json'}: damaged or not raysfl's (Expecting")
+    assert why["fedavg_s1"].startswith(f"{runs / 'fedavg_s1' / 'metrics.parquet'}: damaged or not raysfl's (")
+    assert why["fedavg_s2"].startswith(
+        f"{runs / 'fedavg_s2' / 'config.toml'}: damaged or not raysfl's (Invalid"
+    )
