@@ -82,8 +82,30 @@ class EventLog:
         return [str(p.relative_to(self.path.parent)) for p in self.segments]
 
     def resume(self, segments: list[str] | None, evals: list[dict[str, Any]]) -> None:
-        """Continue after a checkpoint's segments (``evals``: unused, part of the sink interface)."""
-        self.segments = [self.path.parent / s for s in segments or []]
+        """Continue after a checkpoint's segments (``evals``: unused, part of the sink interface).
+
+        Raises:
+            CheckpointError: a segment is missing, damaged or has other columns: the resumed run could not
+                join its event log at the end, so it is refused before it trains.
+        """
+        from raysfl.engine.checkpoint import CheckpointError
+
+        listed = [self.path.parent / s for s in segments or []]
+        for segment in listed:
+            try:
+                schema = pq.read_schema(str(segment))
+            except (OSError, ValueError, pa.ArrowException) as err:
+                why = str(err).splitlines()[0] if str(err) else type(err).__name__
+                raise CheckpointError(
+                    f"the event log segment {segment} that the checkpoint continues is missing or damaged "
+                    f"({why}); restore it, or start the run over with --overwrite"
+                ) from None
+            if schema.names != self.schema.names:
+                raise CheckpointError(
+                    f"the event log segment {segment} has the columns {schema.names}, the resumed run "
+                    f"{self.schema.names} (has the method's AlgorithmSpec.event_columns changed?)"
+                )
+        self.segments = listed  # joined at close(): only once each is known to be readable
 
     def close(self) -> None:
         """Write what is left, close the file, and join the checkpoint segments in front of it."""

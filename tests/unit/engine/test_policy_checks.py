@@ -99,3 +99,21 @@ def test_call_checks_by_hand():
     )
     assert "with client = True;" in call_problem(Call(CLIENT, "train", client=True), 5)
     assert "with client = 2.0;" in call_problem(Call(CLIENT, "train", client=2.0), 5)
+
+
+def test_a_resume_whose_event_log_segment_is_damaged_or_gone_is_refused_before_it_trains(tmp_path):
+    """The segments are joined only when the run ends; a bad one was found there, after all the training,
+    with a pyarrow traceback and a half-joined events.parquet left behind."""
+    from raysfl.engine.checkpoint import CheckpointError
+
+    sc = faulty_scenario("SPEC", "engine.checkpoint_every=4", "engine.keep_checkpoints=5")
+    runner.run(sc, tmp_path / "run", backend="local")
+    for damage in ("garbage", "missing"):
+        crashed = crash_after(tmp_path / "run", tmp_path / damage, "ckpt-000008.pt")
+        segment = crashed / "checkpoints" / "events-000004.parquet"
+        segment.write_text("garbage") if damage == "garbage" else segment.unlink()
+        with pytest.raises(
+            CheckpointError, match=f"the event log segment {segment} that the checkpoint continues"
+        ):
+            runner.run(sc, crashed, backend="local", resume=True)
+        assert not (crashed / "summary.json").exists() and not (crashed / "events.parquet.joining").exists()
