@@ -276,10 +276,13 @@ def _convert(value: Any, tp: Any, path: str, problems: list[str]) -> Any:
             return None
         return float(value)
     if tp is int:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                return int(value)
             problems.append(f"{path}: expected an integer, got {_short(value)}")
+            return None
+        if not -(2**63) <= value < 2**63:  # what TOML, numpy and Arrow hold
+            problems.append(f"{path}: {_short(value)} is out of range; it must fit in 64 bits (< 2**63)")
             return None
         return value
     if tp is bool:

@@ -12,8 +12,8 @@ from raysfl.config import option
 class FederationConfig:
     """Who takes part: K registered clients, C of them active (training) at any time."""
 
-    num_clients: int = option(20, ge=1, doc="K, registered clients [P] GAS §8.1")
-    active_clients: int = option(10, ge=1, doc="C, clients training concurrently [P] GAS §8.1")
+    num_clients: int = option(20, ge=1, le=1_000_000, doc="K, registered clients [P] GAS §8.1")
+    active_clients: int = option(10, ge=1, le=1_000_000, doc="C, clients training concurrently [P] GAS §8.1")
 
 
 @dataclass(frozen=True)

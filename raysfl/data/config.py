@@ -80,8 +80,8 @@ class DataConfig:
         ge=0,
         doc="train random crop / test center crop size; 0 = image size [C] CSE-FSL uses 24 on CIFAR-10",
     )
-    synthetic_train: int = option(2000, ge=1, doc="synthetic dataset: training samples [A]")
-    synthetic_test: int = option(500, ge=1, doc="synthetic dataset: test samples [A]")
+    synthetic_train: int = option(2000, ge=1, le=1_000_000, doc="synthetic dataset: training samples [A]")
+    synthetic_test: int = option(500, ge=1, le=1_000_000, doc="synthetic dataset: test samples [A]")
     synthetic_image_size: int = option(28, ge=4, doc="synthetic dataset: image height = width in pixels [A]")
     synthetic_channels: int = option(1, choices=(1, 3), doc="synthetic dataset: channels [A]")
     synthetic_classes: int = option(10, ge=2, le=256, doc="synthetic dataset: number of classes [A]")

@@ -347,3 +347,32 @@ def test_a_pool_kill_on_the_local_backend_is_refused_naming_the_option(tmp_path,
         "engine.kill_pool_at_iteration: kills a Ray pool process; it needs backend 'ray', not 'local'" in err
     )
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("override", "problem"),
+    [
+        (
+            "seed=1e30",
+            "seed: 1000000000000000019884624838656 is out of range; it must fit in 64 bits (< 2**63)",
+        ),
+        ("seed=9223372036854775808", "seed: 9223372036854775808 is out of range; it must fit in 64 bits"),
+        (
+            "federation.num_clients=1e9",
+            "federation.num_clients: 1000000000 is out of range; it must be <= 1e+06",
+        ),
+        (
+            "data.synthetic_train=1e15",
+            "data.synthetic_train: 1000000000000000 is out of range; it must be <= 1e+06",
+        ),
+        ("engine.time_scale=1e-300", "engine.time_scale: 1e-300 is out of range; it must be >= 1e-06"),
+    ],
+)
+def test_sizes_that_could_not_be_allocated_are_refused_naming_the_field(override, problem):
+    """The bad-input audit's 1e30 clients (a numpy error deep in the device draw), 1e9 (24 GB, then killed),
+    a seed TOML cannot write back, a time scale whose wall-clock deadlines overflow."""
+    assert any(problem in p for p in _problems({"data": {"dataset": "synthetic"}}, (override,)))
+    assert (
+        scenario_from_dict({"data": {"dataset": "synthetic"}}, ("seed=9223372036854775807",)).seed
+        == 2**63 - 1
+    )
