@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import difflib
 import math
 import tomllib
@@ -208,8 +209,14 @@ def _string_problem(text: str) -> str | None:
 
 
 def _check_strings(value: Any, path: str, problems: list[str]) -> None:
-    """Record a problem for each string (keys too) below ``value`` that :func:`_string_problem` flags."""
-    if isinstance(value, str):
+    """Record a problem for each bad string (keys too) and each TOML date or time below ``value``.
+
+    Strings are checked by :func:`_string_problem`; dates are refused because a run writes its scenario
+    back, and JSON and Parquet hold no dates.
+    """
+    if isinstance(value, (datetime.date, datetime.time)):
+        problems.append(f"{path}: {value.isoformat()} is a TOML date or time; write it as a string in quotes")
+    elif isinstance(value, str):
         why = _string_problem(value)
         if why:
             problems.append(f"{path}: {why}")

@@ -376,3 +376,12 @@ def test_sizes_that_could_not_be_allocated_are_refused_naming_the_field(override
         scenario_from_dict({"data": {"dataset": "synthetic"}}, ("seed=9223372036854775807",)).seed
         == 2**63 - 1
     )
+
+
+def test_a_toml_date_in_a_free_form_table_is_refused_naming_it():
+    """It passed validation and crashed the run when config.toml was written (TypeError: cannot write date)."""
+    problems = _problems({"data": {"dataset": "synthetic"}}, ("reference={paper=2024-01-01, at=07:30:00}",))
+    assert problems == [
+        "reference.paper: 2024-01-01 is a TOML date or time; write it as a string in quotes",
+        "reference.at: 07:30:00 is a TOML date or time; write it as a string in quotes",
+    ]
