@@ -298,14 +298,19 @@ def expand_scenarios(items: Sequence[str]) -> list[Path]:
     return found
 
 
+def _is_override(arg: str) -> bool:
+    """Whether a ``run`` argument is a ``key=value`` override, not a scenario (whose name may hold a '=')."""
+    return "=" in arg and not Path(arg).exists()
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run one scenario, or a set (directory / glob), on Ray and write each run's outputs."""
     import os
 
     from raysfl.engine.runner import check_out_dir, default_out_dir, run
 
-    overrides = [a for a in args.targets if "=" in a]
-    paths = expand_scenarios([a for a in args.targets if "=" not in a])
+    overrides = [a for a in args.targets if _is_override(a)]
+    paths = expand_scenarios([a for a in args.targets if not _is_override(a)])
     address = args.address or os.environ.get("RAY_ADDRESS") or None
     if args.resume and args.overwrite:
         raise UsageError("run: --resume continues a run and --overwrite starts it over; give one of them")

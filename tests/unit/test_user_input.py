@@ -385,3 +385,11 @@ def test_a_toml_date_in_a_free_form_table_is_refused_naming_it():
         "reference.paper: 2024-01-01 is a TOML date or time; write it as a string in quotes",
         "reference.at: 07:30:00 is a TOML date or time; write it as a string in quotes",
     ]
+
+
+def test_a_scenario_file_with_an_equals_sign_in_its_name_is_run(tmp_path, capsys):
+    scenario = tmp_path / "lr=0.1.toml"
+    _scenario(scenario, name="eq")
+    code, err = _run(capsys, str(scenario), "--out", str(tmp_path / "run"), "train.global_iterations=1")
+    assert code == 0, err
+    assert (tmp_path / "run" / "summary.json").is_file()
