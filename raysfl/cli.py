@@ -399,6 +399,11 @@ def _resume_scenario(run_dir: Path, paths: Sequence[Path], overrides: Sequence[s
     if paths:
         return _load(str(paths[0]), overrides)
     stored = require_checkpoint_dir(run_dir) / SCENARIO_FILE
+    if not stored.is_file():
+        raise UsageError(
+            f"run --resume {run_dir}: {stored}, the scenario its checkpoints were taken with, is missing; "
+            f"give that scenario: `raysfl run SCENARIO --resume {run_dir}`"
+        )
     try:
         sc = scenario_from_dict(read_toml(stored), overrides)
     except ConfigError as err:

@@ -197,7 +197,7 @@ def require_checkpoint_dir(run_dir: Path) -> Path:
     if not run_dir.is_dir():
         raise CheckpointError(f"--resume {run_dir}: no such run directory")
     ck_dir = run_dir / "checkpoints"
-    if not checkpoint_files(ck_dir) or not (ck_dir / SCENARIO_FILE).is_file():
+    if not checkpoint_files(ck_dir):
         raise CheckpointError(
             f"--resume {run_dir}: the run wrote no checkpoint (no ckpt-*.pt in {ck_dir}). "
             "Checkpoints are written when engine.checkpoint_every > 0, e.g. `raysfl run SCENARIO "

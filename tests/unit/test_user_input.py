@@ -379,7 +379,7 @@ def test_sizes_that_could_not_be_allocated_are_refused_naming_the_field(override
 
 
 def test_a_toml_date_in_a_free_form_table_is_refused_naming_it():
-    """It passed validation and crashed the run when config.toml was written (TypeError: cannot write date)."""
+    """It passed validation and crashed the run writing config.toml (TypeError: cannot write date)."""
     problems = _problems({"data": {"dataset": "synthetic"}}, ("reference={paper=2024-01-01, at=07:30:00}",))
     assert problems == [
         "reference.paper: 2024-01-01 is a TOML date or time; write it as a string in quotes",
@@ -393,3 +393,20 @@ def test_a_scenario_file_with_an_equals_sign_in_its_name_is_run(tmp_path, capsys
     code, err = _run(capsys, str(scenario), "--out", str(tmp_path / "run"), "train.global_iterations=1")
     assert code == 0, err
     assert (tmp_path / "run" / "summary.json").is_file()
+
+
+def test_a_resume_missing_only_the_stored_scenario_says_so_and_takes_the_file(capsys, tmp_path):
+    """It said the run wrote no checkpoint, beside two of them."""
+    scenario = _scenario(tmp_path / "s.toml", iterations=3)
+    out = tmp_path / "run"
+    assert _run(capsys, str(scenario), "--out", str(out), "engine.checkpoint_every=1")[0] == 0
+    (out / "checkpoints" / "scenario.toml").unlink()
+    (out / "summary.json").unlink()  # as if killed after its last checkpoint
+    code, err = _run(capsys, "--resume", str(out))
+    assert code == 2
+    assert (
+        f"{out / 'checkpoints' / 'scenario.toml'}, the scenario its checkpoints were taken with, is missing"
+        in err
+    )
+    code, err = _run(capsys, str(scenario), "--resume", str(out), "engine.checkpoint_every=1")
+    assert code == 0, err
