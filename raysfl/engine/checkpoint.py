@@ -294,7 +294,7 @@ class Checkpointer:
                 "stopped": coordinator.stopped,  # taken at the event that stopped the run: it ends here
                 "queue": capture(coordinator.queue.snapshot()),
                 "totals": capture(coordinator.totals),
-                "policy": capture(coordinator.policy, self.externals),
+                "policy": capture(coordinator.policy, self.externals, root="policy"),
                 "backend": coordinator.dispatcher.snapshot(),
                 "sinks": capture({type(s).__name__: s.checkpoint(self.dir, tag) for s in self._sinks()}),
             }

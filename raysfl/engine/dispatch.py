@@ -33,7 +33,7 @@ def backend_snapshot(server: dict[str, Any], pools: list[dict[str, Any]], slots:
         "pool_logic": [p["logic"] for p in pools],
         "pool_torch_rng": [p["torch_rng"] for p in pools],
         "clients": {c: tree for p in pools for c, tree in p["states"].items()},
-        "slots": capture(slots),
+        "slots": capture(slots, root="slots"),
     }
 
 

@@ -217,14 +217,14 @@ class ClientHost:
         with profiling.section("client." + method), paced(pace_wall_s):
             value = _method(self.logic, method, "client")(st, *args)
         with profiling.section("client.carry_state"):
-            return value, capture(st, self._externals)
+            return value, capture(st, self._externals, root=f"client_state[{client}]")
 
     def snapshot(self) -> dict[str, Any]:
         """The pool's logic, every client state created so far (one tree each) and the torch RNG state."""
         ext = self._externals
         return {
-            "logic": capture(self.logic, ext),
-            "states": {c: capture(st, ext) for c, st in self.states.items()},
+            "logic": capture(self.logic, ext, root="client_logic"),
+            "states": {c: capture(st, ext, root=f"client_state[{c}]") for c, st in self.states.items()},
             "torch_rng": torch.get_rng_state(),
         }
 
@@ -284,7 +284,10 @@ class ServerHost:
 
     def snapshot(self) -> dict[str, Any]:
         """The server logic (models, optimizer, buffers, statistics) and the torch RNG state."""
-        snap = {"logic": capture(self.logic, self._externals), "torch_rng": torch.get_rng_state()}
+        snap = {
+            "logic": capture(self.logic, self._externals, root="server_logic"),
+            "torch_rng": torch.get_rng_state(),
+        }
         if torch.cuda.is_available():
             snap["cuda_rng"] = torch.cuda.get_rng_state_all()
         return snap

@@ -341,13 +341,19 @@ class _Capture:
         return {"t": "obj", "id": n, "cls": name, "attrs": values}
 
 
-def capture(obj: Any, externals: dict[str, Any] | None = None, allowed: dict[str, type] | None = None) -> Any:
+def capture(
+    obj: Any,
+    externals: dict[str, Any] | None = None,
+    allowed: dict[str, type] | None = None,
+    root: str = "state",
+) -> Any:
     """A weights-only-safe tree of ``obj`` (see the module docstring); ``externals`` are stored by name.
 
     ``allowed``: the state classes (default :func:`state_classes`); an object of any other class is refused.
+    ``root``: what ``obj`` is, as an error names the path to a refused object (``policy.buffer[3]``).
     """
     ext = {id(v): k for k, v in (externals or {}).items()}
-    return _Capture(ext, state_classes() if allowed is None else allowed)(obj, "state")
+    return _Capture(ext, state_classes() if allowed is None else allowed)(obj, root)
 
 
 class _Rebuild:
@@ -373,7 +379,12 @@ class _Rebuild:
         if kind == "keep":
             if target is None:
                 what = node["what"]
-                raise SnapshotError(f"{path}: code ({what}) is only restored into a fresh build's object")
+                raise SnapshotError(
+                    f"{path}: the checkpoint held a function here ({what}). Functions are never stored: a "
+                    "resumed run keeps the one its fresh build made at this place, and the fresh build made "
+                    "none (a function set after construction, in a call). Keep data there instead (a name, a "
+                    "number) and choose the function from it when it is needed"
+                )
             return target
         if kind == "tensor":
             return self._tensor(node, target)

@@ -110,7 +110,9 @@ def test_externals_travel_by_name_and_functions_stay_those_of_the_fresh_build(tm
 
     back = rebuild(tree, {"train_x": "DATA"}, target={"fn": fresh_fn})
     assert back == {"data": "DATA", "fn": fresh_fn}
-    with pytest.raises(SnapshotError, match="only restored into a fresh build"):
+    with pytest.raises(
+        SnapshotError, match=r"held a function here \(.*transform\)\. Functions are never stored"
+    ):
         rebuild(tree, {"train_x": "DATA"})
 
 
@@ -221,3 +223,14 @@ def test_check_tree_finds_a_forbidden_class_anywhere_in_a_tree():
     check_tree(
         capture({"cursor": BatchCursor(num_samples=3, batch_size=2), "opt": None})
     )  # a real tree passes
+
+
+def test_a_refused_object_is_named_by_where_it_is_kept():
+    """A checkpoint error says which object holds the refused one: the policy, the server's or a pool's
+    logic, or one client's state (the API audit's message began with a bare "state:")."""
+
+    class Unlisted:
+        pass
+
+    with pytest.raises(SnapshotError, match=r"^client_state\[7\]\['note'\]: .*Unlisted is not a state class"):
+        capture({"note": Unlisted()}, root="client_state[7]")
