@@ -26,7 +26,9 @@ device read per evaluation) and :func:`load_into` (a state dict into a module in
 ``load_state_dict``'s wait per tensor on a GPU).
 
 A client whose model has random layers (dropout) runs them under :func:`seeded_if` with its own generator
-(:func:`draws_randomness` tells whether a model has such layers), so its masks do not depend on the pool.
+(:func:`draws_randomness` tells whether a model has such layers), so its masks do not depend on the pool; a
+split client that recomputes its forward pass for the backward does so under :func:`replaying_rng` with the
+RNG state saved before the first pass, so the masks are the same.
 
 ``docs/writing-a-method.md`` builds a complete method from zero on top of this module.
 """
@@ -55,7 +57,7 @@ from raysfl.algorithms.actions import (
 from raysfl.algorithms.base import AlgorithmSpec, RunSetup
 from raysfl.algorithms.common.device import load_into
 from raysfl.algorithms.common.evaluate import evaluate_model
-from raysfl.algorithms.common.own_rng import draws_randomness, seeded_if
+from raysfl.algorithms.common.own_rng import draws_randomness, replaying_rng, seeded_if
 from raysfl.algorithms.protocols import ClientLogic, Policy, ServerLogic
 from raysfl.config import default_problems, option
 from raysfl.metrics.columns import event_column_problems
@@ -248,6 +250,7 @@ __all__ = [
     "members",
     "missing_members",
     "option",
+    "replaying_rng",
     "seeded_if",
     "signature_mismatches",
 ]

@@ -44,3 +44,18 @@ def seeded(generator: torch.Generator) -> Iterator[None]:
 def seeded_if(random: bool, generator: torch.Generator) -> AbstractContextManager[None]:
     """:func:`seeded` when ``random`` (the model draws masks), else nothing: no draw from ``generator``."""
     return seeded(generator) if random else nullcontext()
+
+
+@contextmanager
+def replaying_rng(rng_state: torch.Tensor) -> Iterator[None]:
+    """Run the block with the CPU RNG at ``rng_state`` and restore the current state after.
+
+    A split client that keeps its input batch instead of the autograd graph recomputes its forward pass for
+    the backward. Saved with ``torch.get_rng_state()`` just before the first forward (inside
+    :func:`seeded_if`), the state makes the recomputation draw the same dropout masks, so the gradient is
+    that of the activations the client sent. A second :func:`seeded_if` block would draw a new seed from
+    the client's stream, and so new masks.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.set_rng_state(rng_state)
+        yield

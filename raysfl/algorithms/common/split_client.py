@@ -33,7 +33,7 @@ from torch import nn
 from raysfl import profiling
 from raysfl.algorithms.common.batching import BatchCursor
 from raysfl.algorithms.common.optim import clip, make_optimizer
-from raysfl.algorithms.common.own_rng import draws_randomness, seeded_if
+from raysfl.algorithms.common.own_rng import draws_randomness, replaying_rng, seeded_if
 from raysfl.algorithms.config import TrainConfig
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -133,11 +133,10 @@ class SplitClient:
         if state.pending_x is None or state.optimizer is None or state.params is None:
             raise RuntimeError(f"client {state.client}: backward without a pending forward pass")
         with profiling.section("client.backward", len(state.pending_x)):  # forward again, then backward
-            now_rng = torch.get_rng_state()
-            torch.set_rng_state(state.pending_rng)
             self.model.train()
-            out = torch.func.functional_call(self.model, (state.params, state.buffers), (state.pending_x,))
-            torch.set_rng_state(now_rng)
+            with replaying_rng(state.pending_rng):
+                weights = (state.params, state.buffers)
+                out = torch.func.functional_call(self.model, weights, (state.pending_x,))
             out.backward(grads.to(out.dtype))
         state.pending_x = state.pending_rng = None
         with profiling.section("client.optimizer"):

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from raysfl.algorithms.common.batching import BatchCursor
-from raysfl.algorithms.common.own_rng import draws_randomness, seeded_if
+from raysfl.algorithms.common.own_rng import draws_randomness, replaying_rng, seeded_if
 from raysfl.algorithms.lightweight_fedsl.dropout import drop, dropout_mask, restore
 from raysfl.algorithms.lightweight_fedsl.params import LightweightFedSLParams
 from raysfl.algorithms.lightweight_fedsl.pruning import (
@@ -152,11 +152,9 @@ class FedSLClient:
                 f"invariant broken: client {state.client} got round {round_index}'s gradient in round "
                 f"{state.pending_round}"
             )
-        now_rng = torch.get_rng_state()
-        torch.set_rng_state(state.pending_rng)
         self.model.train()
-        acts = torch.func.functional_call(self.model, (state.params, state.buffers), (state.pending_x,))
-        torch.set_rng_state(now_rng)
+        with replaying_rng(state.pending_rng):
+            acts = torch.func.functional_call(self.model, (state.params, state.buffers), (state.pending_x,))
         mask = state.pending_mask
         state.pending_x = state.pending_rng = state.pending_mask = None
         p = self.p.dropout

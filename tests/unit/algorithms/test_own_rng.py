@@ -39,3 +39,21 @@ def test_seeded_if_draws_nothing_for_models_without_random_layers():
     with seeded_if(True, owner):
         pass
     assert not torch.equal(owner.get_state(), state)  # one integer drawn for the block's seed
+
+
+def test_a_replayed_forward_draws_the_masks_of_the_first_and_leaves_the_stream_alone():
+    """The recomputation a split client runs for its backward (the API audit: a second seeded_if block gave
+    other masks, so the gradient was not that of the activations the client sent)."""
+    from raysfl.api import replaying_rng
+
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Dropout(0.5)).train()
+    x, gen = torch.ones(4, 16), torch.Generator().manual_seed(0)
+    with seeded_if(True, gen):
+        saved = torch.get_rng_state()
+        sent = model(x)
+    with seeded_if(True, gen):
+        assert not torch.equal(model(x), sent)  # what the audit's method did: other masks
+    before = torch.get_rng_state()
+    with replaying_rng(saved):
+        assert torch.equal(model(x), sent)
+    assert torch.equal(torch.get_rng_state(), before)  # the process's stream is where it was
