@@ -452,6 +452,9 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
             continue
         key, _, text = item.partition("=")
         parts = key.strip().split(".")
+        if not all(parts):
+            problems.append(f"override {item!r}: {key.strip()!r} is not a dotted key (like train.lr)")
+            continue
         node = data
         for part in parts[:-1]:
             child = node.setdefault(part, {})

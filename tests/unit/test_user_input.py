@@ -410,3 +410,10 @@ def test_a_resume_missing_only_the_stored_scenario_says_so_and_takes_the_file(ca
     )
     code, err = _run(capsys, str(scenario), "--resume", str(out), "engine.checkpoint_every=1")
     assert code == 0, err
+
+
+@pytest.mark.parametrize("override", ["=5", "train..lr=0.1", ".seed=3"])
+def test_an_override_without_a_dotted_key_is_named(override):
+    assert _problems({}, (override,)) == [
+        f"override {override!r}: {override.partition('=')[0]!r} is not a dotted key (like train.lr)"
+    ]
