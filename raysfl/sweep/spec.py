@@ -339,8 +339,35 @@ def _expand(
         problems.append(f"{who}: {message}")
     dups = sorted(n for n, c in names.items() if c > 1)
     if dups:
-        problems.append(
+        problems += _name_collisions(axes) or [
             f"grid: several trials get the same name ({', '.join(dups)}); give the link axes a `label` list "
             "that tells their points apart"
-        )
+        ]
     return trials
+
+
+def _name_collisions(axes: list[Axis]) -> list[str]:
+    """For each axis that names two of its points alike, why and what to do (the trials' names repeat)."""
+    problems = []
+    for axis in axes:
+        repeated = sorted({x for x in axis.labels if axis.labels.count(x) > 1})
+        if not repeated:
+            continue
+        said = ", ".join(map(repr, repeated))
+        if axis.given:
+            problems.append(
+                f"link.{axis.name}.label: {said} names two points; give each point a label of its own"
+            )
+        elif axis.keys == (axis.name,):
+            where = f"grid.{axis.name!r}" if "." in axis.name else f"grid.{axis.name}"
+            problems.append(
+                f"{where}: two of its values give a trial the same name part {said} (a table or a long value "
+                'is named by its key alone); sweep the keys inside the tables (grid."train.lr" = [...]), or '
+                "put the values under a [link.NAME] table with a `label` list"
+            )
+        else:
+            problems.append(
+                f"link.{axis.name}: two points are named alike ({said}, from {axis.keys[0]}); give the axis "
+                "a `label` list that tells them apart"
+            )
+    return problems

@@ -354,3 +354,27 @@ def test_a_scenario_given_as_a_sweep_file_is_said_to_be_one(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"raysfl: invalid sweep file {scenario}:")
     assert f"{scenario} is a scenario, not a sweep file: run it with `raysfl run {scenario}`" in err
+
+
+@pytest.mark.parametrize(
+    ("axes", "problem"),
+    [
+        (
+            '[link.method]\nlabel = ["a", "a"]\n"algorithm.name" = ["gas", "fedavg"]\n',
+            "link.method.label: 'a' names two points; give each point a label of its own",
+        ),
+        (
+            '[link.method]\n"algorithm.params" = [{ q_s = 4 }, { q_s = 5 }]\n',
+            "link.method: two points are named alike ('params', from algorithm.params); give the axis",
+        ),
+        (
+            '[grid]\n"algorithm.params" = [{ q_s = 4 }, { q_s = 5 }]\n',
+            "grid.'algorithm.params': two of its values give a trial the same name part 'params' (a table",
+        ),
+    ],
+    ids=["repeated-label", "link-without-labels", "grid-of-tables"],
+)
+def test_repeated_trial_names_say_which_axis_and_what_to_do(tmp_path, axes, problem):
+    """The message asked every sweep for link labels, even one whose labels repeat or whose axis is [grid]."""
+    problems = _problems(tmp_path, f'base = "scen/tiny.toml"\n{axes}')
+    assert any(p.startswith(problem) for p in problems), problems
