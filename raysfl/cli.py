@@ -312,6 +312,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     overrides = [a for a in args.targets if _is_override(a)]
     paths = expand_scenarios([a for a in args.targets if not _is_override(a)])
     address = args.address or os.environ.get("RAY_ADDRESS") or None
+    if args.backend == "local" and args.address:
+        raise UsageError(
+            f"run: --address {args.address} names a Ray cluster; --backend local runs without Ray"
+        )
     if args.resume and args.overwrite:
         raise UsageError("run: --resume continues a run and --overwrite starts it over; give one of them")
     if args.resume and args.out and Path(args.out).resolve() != Path(args.resume).resolve():
@@ -478,8 +482,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-concurrent: {args.max_concurrent} must be >= 1")
     if args.resume and not args.out:
         raise UsageError("--resume: name the sweep's output directory with --out")
-    if args.trial_cpus is not None and not args.trial_cpus > 0:
-        raise UsageError(f"--trial-cpus: {args.trial_cpus} must be > 0 (the CPUs one trial reserves)")
+    if args.trial_cpus is not None and not 0 < args.trial_cpus < float("inf"):
+        raise UsageError(
+            f"--trial-cpus: {args.trial_cpus} must be a number > 0 (the CPUs one trial reserves)"
+        )
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.out) if args.out else Path("runs") / f"{sweep.name}-sweep-{stamp}"
     address = args.address or os.environ.get("RAY_ADDRESS") or None

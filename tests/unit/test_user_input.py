@@ -417,3 +417,16 @@ def test_an_override_without_a_dotted_key_is_named(override):
     assert _problems({}, (override,)) == [
         f"override {override!r}: {override.partition('=')[0]!r} is not a dotted key (like train.lr)"
     ]
+
+
+def test_options_that_would_be_ignored_are_refused(tmp_path, capsys):
+    """--address with --backend local was ignored; --trial-cpus inf was capped at the cluster's CPUs."""
+    code, err = _run(capsys, str(_scenario(tmp_path / "s.toml")), "--address", "127.0.0.1:1")
+    assert (
+        code == 2
+        and "run: --address 127.0.0.1:1 names a Ray cluster; --backend local runs without Ray" in err
+    )
+    sweep = ROOT / "scenarios" / "repro" / "gas" / "fmnist_s2.sweep.toml"
+    for bad in ("inf", "nan", "0"):
+        assert main(["sweep", str(sweep), "--dry-run", "--trial-cpus", bad]) == 2
+        assert "must be a number > 0 (the CPUs one trial reserves)" in capsys.readouterr().err
