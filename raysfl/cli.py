@@ -278,7 +278,10 @@ def expand_scenarios(items: Sequence[str]) -> list[Path]:
     for item in items:
         path = shipped(item)
         if path.is_dir():
-            found += sorted(p for p in path.rglob("*.toml") if not p.name.endswith(SWEEP_SUFFIX))
+            inside = sorted(p for p in path.rglob("*.toml") if not p.name.endswith(SWEEP_SUFFIX))
+            if not inside:
+                raise UsageError(f"scenario directory {item!r} holds no scenario (*.toml, sweep files aside)")
+            found += inside
         elif path.is_file():
             found.append(path)
         elif path.exists():

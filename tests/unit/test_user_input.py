@@ -430,3 +430,9 @@ def test_options_that_would_be_ignored_are_refused(tmp_path, capsys):
     for bad in ("inf", "nan", "0"):
         assert main(["sweep", str(sweep), "--dry-run", "--trial-cpus", bad]) == 2
         assert "must be a number > 0 (the CPUs one trial reserves)" in capsys.readouterr().err
+
+
+def test_an_empty_scenario_directory_is_named(tmp_path, capsys):
+    (tmp_path / "set").mkdir()
+    code, err = _run(capsys, str(tmp_path / "set"))
+    assert code == 2 and f"scenario directory {str(tmp_path / 'set')!r} holds no scenario" in err
