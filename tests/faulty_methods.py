@@ -56,12 +56,23 @@ class ClientFailsInFourthJob(HingeClient):
         return super().train(st, weights)
 
 
-CLIENT_FAILS = dataclasses.replace(
-    SPEC,
-    name="fedasync_hinge_client_fails",
-    make_client=ClientFailsInFourthJob,
-    state_classes=(ClientFailsInFourthJob, HingeClientState, HingeServer, HingePolicy),
-)
+def _variant(
+    name: str, client: Any = HingeClient, server: Any = HingeServer, policy: Any = HingePolicy, **more: Any
+):  # noqa: ANN202
+    """The example's spec under ``name`` with other logic classes (or a policy factory), listed as state."""
+    logic = tuple(c for c in (client, HingeClientState, server, policy) if isinstance(c, type))
+    return dataclasses.replace(
+        SPEC,
+        name=name,
+        make_client=client,
+        make_server=server,
+        make_policy=policy,
+        state_classes=logic,
+        **more,
+    )
+
+
+CLIENT_FAILS = _variant("fedasync_hinge_client_fails", client=ClientFailsInFourthJob)
 
 
 class ServerFailsInSecondEvaluation(HingeServer):
@@ -96,20 +107,11 @@ class ServerReturnsAVector(HingeServer):
         return {**super().evaluate(), "per_class": torch.zeros(10)}
 
 
-def _with_server(name: str, server: type) -> Any:
-    return dataclasses.replace(
-        SPEC,
-        name=name,
-        make_server=server,
-        state_classes=(HingeClient, HingeClientState, server, HingePolicy),
-    )
-
-
-SERVER_FAILS = _with_server("fedasync_hinge_server_fails", ServerFailsOnThirdArrival)
-EVALUATE_FAILS = _with_server("fedasync_hinge_evaluate_fails", ServerFailsInSecondEvaluation)
-EVAL_TENSORS = _with_server("fedasync_hinge_eval_tensors", ServerReturnsTensors)
-EVAL_NO_ACCURACY = _with_server("fedasync_hinge_eval_no_accuracy", ServerWithoutAccuracy)
-EVAL_VECTOR = _with_server("fedasync_hinge_eval_vector", ServerReturnsAVector)
+SERVER_FAILS = _variant("fedasync_hinge_server_fails", server=ServerFailsOnThirdArrival)
+EVALUATE_FAILS = _variant("fedasync_hinge_evaluate_fails", server=ServerFailsInSecondEvaluation)
+EVAL_TENSORS = _variant("fedasync_hinge_eval_tensors", server=ServerReturnsTensors)
+EVAL_NO_ACCURACY = _variant("fedasync_hinge_eval_no_accuracy", server=ServerWithoutAccuracy)
+EVAL_VECTOR = _variant("fedasync_hinge_eval_vector", server=ServerReturnsAVector)
 
 
 class PolicyWithMistakes(HingePolicy):
@@ -156,12 +158,7 @@ class PolicyWithMistakes(HingePolicy):
         return actions
 
 
-MISTAKES = dataclasses.replace(
-    SPEC,
-    name="fedasync_hinge_mistakes",
-    make_policy=PolicyWithMistakes,
-    state_classes=(HingeClient, HingeClientState, HingeServer, PolicyWithMistakes),
-)
+MISTAKES = _variant("fedasync_hinge_mistakes", policy=PolicyWithMistakes)
 
 
 class PolicyWithColumns(HingePolicy):
@@ -177,11 +174,9 @@ class PolicyWithColumns(HingePolicy):
         return actions
 
 
-OWN_COLUMNS = dataclasses.replace(
-    SPEC,
-    name="fedasync_hinge_own_columns",
-    make_policy=PolicyWithColumns,
-    state_classes=(HingeClient, HingeClientState, HingeServer, PolicyWithColumns),
+OWN_COLUMNS = _variant(
+    "fedasync_hinge_own_columns",
+    policy=PolicyWithColumns,
     event_columns={"hinge_b": "float64", "odd_version": "bool"},
 )
 
@@ -197,12 +192,7 @@ class ClientZeroesWhatItReceived(HingeClient):
         return trained
 
 
-MUTATES_RECEIVED = dataclasses.replace(
-    SPEC,
-    name="fedasync_hinge_mutates_received",
-    make_client=ClientZeroesWhatItReceived,
-    state_classes=(ClientZeroesWhatItReceived, HingeClientState, HingeServer, HingePolicy),
-)
+MUTATES_RECEIVED = _variant("fedasync_hinge_mutates_received", client=ClientZeroesWhatItReceived)
 
 
 def policy_lacking_its_members(setup: Any, time_model: Any, profile: Any, rng: Any):  # noqa: ANN201
@@ -210,6 +200,4 @@ def policy_lacking_its_members(setup: Any, time_model: Any, profile: Any, rng: A
     return object()
 
 
-UNBUILDABLE_POLICY = dataclasses.replace(
-    SPEC, name="fedasync_hinge_unbuildable_policy", make_policy=policy_lacking_its_members
-)
+UNBUILDABLE_POLICY = _variant("fedasync_hinge_unbuildable_policy", policy=policy_lacking_its_members)
