@@ -44,7 +44,7 @@ class RunRecord:
     interrupted: bool = False  # stopped before its budget (Ctrl-C); its numbers are not the run's end
 
 
-SUMMARY_KEYS = (
+SUMMARY_KEYS = (  # what a comparison row reads from summary.json
     "scenario",
     "algorithm",
     "dataset",
@@ -62,11 +62,9 @@ def load_run(path: str | Path) -> RunRecord:
     for name in ("summary.json", "metrics.parquet", "config.toml"):
         if not (p / name).is_file():
             raise RunDirError(f"{p}: not a finished run directory ({name} is missing)")
-    summary, config, rows = read_summary(p), read_config(p), read_metrics(p, (*METRIC_COLUMNS, "accuracy"))
+    summary, config = read_summary(p, SUMMARY_KEYS), read_config(p)
+    rows = read_metrics(p, (*METRIC_COLUMNS, "accuracy"))
     curve = [(float(r["t"]), float(r["accuracy"])) for r in rows if r.get("accuracy") is not None]
-    missing = [k for k in SUMMARY_KEYS if k not in summary]
-    if missing:
-        raise RunDirError(f"{p / 'summary.json'}: damaged or not raysfl's (no {', '.join(missing)})")
     return RunRecord(
         path=p,
         scenario=summary["scenario"],

@@ -244,7 +244,7 @@ def _convert(value: Any, tp: Any, path: str, problems: list[str]) -> Any:
     origin = typing.get_origin(tp)
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, Mapping):
-            problems.append(f"{path}: expected a table of options, got {_short(value)}")
+            problems.append(f"{path}: expected a table of options, got {short_repr(value)}")
             return None
         return _build(tp, value, path, problems)
     if origin in (typing.Union, types.UnionType):
@@ -258,11 +258,11 @@ def _convert(value: Any, tp: Any, path: str, problems: list[str]) -> Any:
             out = _convert(value, arg, path, trial)
             if not trial:
                 return out
-        problems.append(f"{path}: expected {_type_name(tp)}, got {_short(value)}")
+        problems.append(f"{path}: expected {_type_name(tp)}, got {short_repr(value)}")
         return None
     if origin in (tuple, list):
         if not isinstance(value, (list, tuple)):
-            problems.append(f"{path}: expected a list, got {_short(value)}")
+            problems.append(f"{path}: expected a list, got {short_repr(value)}")
             return None
         args = typing.get_args(tp)
         elem = args[0] if args else Any
@@ -270,7 +270,7 @@ def _convert(value: Any, tp: Any, path: str, problems: list[str]) -> Any:
         return tuple(items) if origin is tuple else items
     if origin is dict or tp is dict:
         if not isinstance(value, Mapping):
-            problems.append(f"{path}: expected a table, got {_short(value)}")
+            problems.append(f"{path}: expected a table, got {short_repr(value)}")
             return None
         _check_strings(value, path, problems)
         return dict(value)
@@ -279,27 +279,27 @@ def _convert(value: Any, tp: Any, path: str, problems: list[str]) -> Any:
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            problems.append(f"{path}: expected a number, got {_short(value)}")
+            problems.append(f"{path}: expected a number, got {short_repr(value)}")
             return None
         return float(value)
     if tp is int:
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
-            problems.append(f"{path}: expected an integer, got {_short(value)}")
+            problems.append(f"{path}: expected an integer, got {short_repr(value)}")
             return None
         if not -(2**63) <= value < 2**63:  # what TOML, numpy and Arrow hold
-            problems.append(f"{path}: {_short(value)} is out of range; it must fit in 64 bits (< 2**63)")
+            problems.append(f"{path}: {short_repr(value)} is out of range; it must fit in 64 bits (< 2**63)")
             return None
         return value
     if tp is bool:
         if not isinstance(value, bool):
-            problems.append(f"{path}: expected true or false, got {_short(value)}")
+            problems.append(f"{path}: expected true or false, got {short_repr(value)}")
             return None
         return value
     if tp is str:
         if not isinstance(value, str):
-            problems.append(f"{path}: expected a string, got {_short(value)}")
+            problems.append(f"{path}: expected a string, got {short_repr(value)}")
             return None
         why = _string_problem(value)
         if why:
@@ -309,7 +309,7 @@ def _convert(value: Any, tp: Any, path: str, problems: list[str]) -> Any:
     return value
 
 
-def _short(value: Any, limit: int = 60) -> str:
+def short_repr(value: Any, limit: int = 60) -> str:
     """``repr(value)``, cut to ``limit`` characters (a 50 MB string must not flood the terminal)."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 5] + "…" + text[-4:]
@@ -318,12 +318,12 @@ def _short(value: Any, limit: int = 60) -> str:
 def _check_bounds(value: Any, meta: OptionMeta, path: str, problems: list[str]) -> None:
     if meta.choices is not None and value not in meta.choices:
         allowed = ", ".join(repr(c) for c in meta.choices)
-        problems.append(f"{path}: {_short(value)} is not allowed; choose one of {allowed}")
+        problems.append(f"{path}: {short_repr(value)} is not allowed; choose one of {allowed}")
         return
     if meta.check is not None:
         why = meta.check(value)
         if why:
-            problems.append(f"{path}: {_short(value)} {why}")
+            problems.append(f"{path}: {short_repr(value)} {why}")
             return
     values = value if isinstance(value, (tuple, list)) else (value,)
     for v in values:
@@ -414,7 +414,7 @@ def default_problems(cls: type) -> list[str]:
         if len(problems) > before:
             continue
         if hints[f.name] is int and isinstance(value, float):
-            problems.append(f"{where}: expected an integer, got {_short(value)}")
+            problems.append(f"{where}: expected an integer, got {short_repr(value)}")
         elif any(isinstance(v, float) and math.isnan(v) for v in _elements(converted)):
             problems.append(f"{where}: nan is not allowed; give a number")
         else:

@@ -19,13 +19,17 @@ class RunDirError(RuntimeError):
     """A path that is not a finished run directory, or one of whose files is damaged."""
 
 
+def error_line(err: BaseException) -> str:
+    """The first line of ``err``'s message (a decoder's may run on), or its type when it has none."""
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
 def _damaged(path: Path, err: Exception) -> RunDirError:
-    detail = str(err).splitlines()[0] if str(err) else type(err).__name__
-    return RunDirError(f"{path}: damaged or not raysfl's ({detail})")
+    return RunDirError(f"{path}: damaged or not raysfl's ({error_line(err)})")
 
 
-def read_summary(run_dir: Path) -> dict[str, Any]:
-    """``summary.json`` as a dict."""
+def read_summary(run_dir: Path, required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``summary.json`` as a dict holding the ``required`` keys."""
     path = run_dir / "summary.json"
     try:
         summary = json.loads(path.read_text())
@@ -33,6 +37,9 @@ def read_summary(run_dir: Path) -> dict[str, Any]:
         raise _damaged(path, err) from None
     if not isinstance(summary, dict):
         raise _damaged(path, ValueError("not a JSON object"))
+    missing = [k for k in required if k not in summary]
+    if missing:
+        raise _damaged(path, ValueError(f"no {', '.join(missing)}"))
     return summary
 
 

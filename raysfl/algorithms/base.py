@@ -44,7 +44,7 @@ class AlgorithmSpec:
             ``validate`` demands, and sizes that keep it quick); the tests that run every method (checkpoint
             and resume) apply them, so a new method needs no special case there.
         event_columns: the method's own columns of ``events.parquet``, name → ``"int64"``, ``"float64"``,
-            ``"string"`` or ``"bool"``, after the engine's (:data:`raysfl.metrics.parquet.EVENT_SCHEMA`); a
+            ``"string"`` or ``"bool"``, after the engine's (:data:`raysfl.metrics.columns.ENGINE_COLUMNS`); a
             ``Log`` row with a column neither declares, or a value of another type, is a policy error.
     """
 

@@ -333,7 +333,6 @@ def run(
         write_config(prep, out, backend)
     wall0, restarts = time.monotonic(), 0
     wall_before = checkpoint_wall_s(ck) if ck is not None else 0.0  # a resumed run's earlier attempts
-    fresh = ck is None
     while True:
         try:
             attempt = _attempt(
@@ -341,7 +340,6 @@ def run(
             )
             break
         except WorkerLostError as err:
-            fresh = False
             restarts += 1
             if restarts > sc.engine.max_restarts:
                 raise RunFailedError(
@@ -352,7 +350,7 @@ def run(
             where = f"checkpoint {Path(ck['path']).name}" if ck else "the start (no checkpoint yet)"
             print(f"raysfl: {err}; restarting the workers from {where} (restart {restarts})", file=sys.stderr)
         except Exception:
-            if fresh and not _ran_anything(out):
+            if restarts == 0 and ck is None and not _ran_anything(out):  # a fresh run's first attempt
                 clear_outputs(out)  # a run refused while it was set up leaves the folder free for the fix
             raise
     totals, placement, interrupted = attempt

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from raysfl.config import short_repr
+
 ENGINE_COLUMNS: dict[str, str] = {
     "t": "float64",
     "kind": "string",
@@ -72,10 +74,6 @@ def row_problems(row: Mapping[str, Any], columns: Mapping[str, str]) -> list[str
             continue
         is_bool = isinstance(value, (bool, np.bool_))
         if is_bool != (kind == "bool") or not isinstance(value, _VALUES[kind]):
-            problems.append(f"column {name!r} holds {kind}, not {type(value).__name__} {_short(value)}")
+            got = f"{type(value).__name__} {short_repr(value, 40)}"
+            problems.append(f"column {name!r} holds {kind}, not {got}")
     return problems
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."

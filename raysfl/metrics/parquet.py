@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from raysfl.metrics.columns import event_columns
+from raysfl.run_files import error_line
 
 _ARROW_TYPES = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string(), "bool": pa.bool_()}
 
@@ -95,10 +96,9 @@ class EventLog:
             try:
                 schema = pq.read_schema(str(segment))
             except (OSError, ValueError, pa.ArrowException) as err:
-                why = str(err).splitlines()[0] if str(err) else type(err).__name__
                 raise CheckpointError(
                     f"the event log segment {segment} that the checkpoint continues is missing or damaged "
-                    f"({why}); restore it, or start the run over with --overwrite"
+                    f"({error_line(err)}); restore it, or start the run over with --overwrite"
                 ) from None
             if schema.names != self.schema.names:
                 raise CheckpointError(
