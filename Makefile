@@ -35,3 +35,4 @@ test: install
 lint: install
 	$(BIN)/ruff check raysfl actors tests benchmarks examples
 	$(BIN)/ruff format --check raysfl actors tests benchmarks examples
+	$(BIN)/mypy

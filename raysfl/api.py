@@ -154,7 +154,7 @@ def check_spec(spec: Any, where: str = "algorithm.name") -> list[str]:
     problems = []
     if not (isinstance(spec.params, type) and dataclasses.is_dataclass(spec.params)):
         problems.append(f"{where}: AlgorithmSpec {spec.name!r}.params is not a dataclass ({spec.params!r})")
-    elif not spec.params.__dataclass_params__.frozen:  # a run's options must not change under it
+    elif not getattr(spec.params, "__dataclass_params__").frozen:  # noqa: B009 - not in the type stubs  # a run's options must not change under it
         problems.append(
             f"{where}: AlgorithmSpec {spec.name!r}.params is not frozen; declare it @dataclass(frozen=True)"
         )
@@ -172,10 +172,12 @@ def check_spec(spec: Any, where: str = "algorithm.name") -> list[str]:
             problems.append(f"{where}: AlgorithmSpec {spec.name!r}.{field} is not callable ({factory!r})")
             continue
         cls = _built_class(factory)
-        missing = missing_members(cls, protocol) if cls is not None else []
+        if cls is None:  # a factory that does not say what it builds: checked when it is called
+            continue
+        missing = missing_members(cls, protocol)
         if missing:
             problems.append(_missing_message(where, cls.__qualname__, field, protocol, missing))
-        for mismatch in signature_mismatches(cls, protocol) if cls is not None else []:
+        for mismatch in signature_mismatches(cls, protocol):
             problems.append(
                 f"{where}: {field} builds {cls.__qualname__}, whose {mismatch} as raysfl.api."
                 f"{protocol.__name__} calls it"

@@ -169,7 +169,7 @@ def describe_options(cls: type) -> list[str]:
         old_keys.setdefault(new, []).append(old)
     hints = typing.get_type_hints(cls)
     lines = []
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+    for f in dataclasses.fields(cls):
         meta = option_meta(f)
         if f.default is not dataclasses.MISSING:
             default = f" = {f.default!r}"
@@ -242,7 +242,7 @@ def _nonfinite(value: Any) -> float | None:
 def _convert(value: Any, tp: Any, path: str, problems: list[str]) -> Any:
     """Check ``value`` against the annotation ``tp`` (ints widen to floats); record a problem if wrong."""
     origin = typing.get_origin(tp)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, Mapping):
             problems.append(f"{path}: expected a table of options, got {short_repr(value)}")
             return None

@@ -125,6 +125,7 @@ def _cross_checks(sc: Scenario) -> list[str]:
             f"train.lr_decay: {sc.train.lr_decay} is applied by the full-model FL methods' policy only, not "
             f"by {sc.algorithm.name!r}; use 1 (FedASMU and FedSSMU decay with algorithm.params.lr_decay)"
         )
+    params: Any
     try:
         params = build(spec.params, sc.algorithm.params, "algorithm.params")
     except ConfigError as err:

@@ -28,7 +28,7 @@ import argparse
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ class _LastEval:
     def __init__(self) -> None:
         self.rows: list[tuple[float, dict[str, Any]]] = []
 
-    def on_event(self, row: dict[str, Any]) -> None:
+    def on_event(self, row: Mapping[str, Any]) -> None:
         """Event rows are not needed."""
 
     def on_eval(self, row: dict[str, Any]) -> None:

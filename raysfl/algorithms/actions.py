@@ -13,7 +13,7 @@ An event may ask the coordinator to read a small slot value before the policy se
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
@@ -30,6 +30,9 @@ class Slot:
 
 class EventData(TypedDict, total=False):
     """The keys of ``Event.data`` the coordinator reads; a policy adds its own (plain data only).
+
+    ``Event.data`` is typed ``Mapping[str, Any]``, so a policy reads its own keys without a type checker's
+    complaint; ``EventData(awaits=...)`` builds the coordinator's keys with their types checked.
 
     ``awaits``: the slot name whose value is the arrival the event stands for (realtime mode waits for it).
     ``fetch``: the slot name of a small value the policy must read; the coordinator puts it in ``value``.
@@ -56,7 +59,7 @@ class Event:
     t: float
     kind: str
     client: int = -1
-    data: EventData | dict[str, Any] = field(default_factory=dict)
+    data: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,7 @@ class Schedule:
     t: float
     kind: str
     client: int = -1
-    data: EventData | dict[str, Any] = field(default_factory=dict)
+    data: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

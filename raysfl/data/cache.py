@@ -72,7 +72,7 @@ def cached_arrays(
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)
+            np.savez(fh, **arrays)  # type: ignore[arg-type]  # numpy's stub reads any keyword as allow_pickle
         os.replace(tmp, path)
         tmp = None
     except OSError as err:

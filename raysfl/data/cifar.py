@@ -38,7 +38,7 @@ def _allowed_globals() -> dict[tuple[str, str], Any]:
     for core in ("numpy.core", "numpy._core"):
         allowed[(f"{core}.multiarray", "_reconstruct")] = multiarray._reconstruct
         allowed[(f"{core}.multiarray", "scalar")] = multiarray.scalar
-        allowed[(f"{core}.numeric", "_frombuffer")] = numeric._frombuffer
+        allowed[(f"{core}.numeric", "_frombuffer")] = numeric._frombuffer  # type: ignore[attr-defined]
     allowed[("numpy", "ndarray")] = np.ndarray
     allowed[("numpy", "dtype")] = np.dtype
     allowed[("_codecs", "encode")] = _latin1_encode

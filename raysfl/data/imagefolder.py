@@ -32,8 +32,7 @@ def decode_image(data: bytes, where: str, channels: int, size: int | None) -> np
     """
     try:
         with Image.open(io.BytesIO(data)) as img:
-            img = img.convert("RGB" if channels == 3 else "L")
-            arr = np.asarray(img, dtype=np.uint8)
+            arr = np.asarray(img.convert("RGB" if channels == 3 else "L"), dtype=np.uint8)
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:
         raise DataCorruptError(f"{where}: cannot decode image: {err}") from err
     if size is not None and arr.shape[:2] != (size, size):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from raysfl.algorithms.actions import SERVER, Call, Report, Slot
 from raysfl.engine.hosts import ClientHost, ServerHost
@@ -131,10 +131,11 @@ class LocalDispatcher:
         """Execute now."""
         args = as_sent(tuple(self._resolve(a) for a in action.args))
         pace = action.pace_s / self.time_scale if self.time_scale else 0.0
+        method = cast(str, action.method)  # Call.__post_init__ keeps a function's name
         if action.target == SERVER:
-            value = self.server.call(action.method, *args, pace_wall_s=pace)
+            value = self.server.call(method, *args, pace_wall_s=pace)
         else:
-            value = self.clients.call(action.method, action.client, *args, pace_wall_s=pace)
+            value = self.clients.call(method, action.client, *args, pace_wall_s=pace)
         for slot in action.free:
             self.slots.pop(slot.name, None)
         if action.out is not None:

@@ -125,7 +125,7 @@ def deterministic_cuda() -> None:
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.deterministic = True
     torch.use_deterministic_algorithms(True, warn_only=True)
-    torch.utils.deterministic.fill_uninitialized_memory = False
+    torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]  # set at import
 
 
 def _writable(a: Any) -> Any:
@@ -173,6 +173,7 @@ class ClientHost:
         setup = owned_setup(setup)
         self.setup = setup
         spec = setup_spec(setup)
+        assert spec.make_client is not None  # check_spec refuses a spec without one
         logic = spec.make_client(setup, build_model(setup), train_x, train_y, transform)
         self.logic: ClientLogic = check_logic(logic, ClientLogic, spec)
         self.states: dict[int, Any] = {}
@@ -262,6 +263,7 @@ class ServerHost:
         y = torch.from_numpy(np.array(test_y, dtype=np.int64, copy=True)).to(device)
         seed = torch_seed(setup.scenario.seed, "server")
         spec = setup_spec(setup)
+        assert spec.make_server is not None  # check_spec refuses a spec without one
         self.logic: ServerLogic = check_logic(
             spec.make_server(setup, build_model(setup), x, y, seed, device), ServerLogic, spec
         )

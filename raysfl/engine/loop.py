@@ -70,7 +70,7 @@ def _source(ev: Event | None) -> str:
 class Sink(Protocol):
     """Receives the event log and the evaluation results."""
 
-    def on_event(self, row: dict[str, Any]) -> None:
+    def on_event(self, row: Mapping[str, Any]) -> None:
         """One event-log row."""
 
     def on_eval(self, row: dict[str, Any]) -> None:

@@ -39,7 +39,7 @@ from raysfl.engine.checkpoint import (
     require_checkpoint,
 )
 from raysfl.engine.clock import RealtimeClock, VirtualClock
-from raysfl.engine.dispatch import LocalDispatcher, WorkerLostError
+from raysfl.engine.dispatch import Dispatcher, LocalDispatcher, WorkerLostError
 from raysfl.engine.hosts import ClientHost, ServerHost, build_model, pick_device
 from raysfl.engine.loop import Coordinator, ResumableSink, Sink, Totals
 from raysfl.engine.provenance import source_commit
@@ -391,6 +391,7 @@ def _attempt(
     ``inject_fault`` is true on the first attempt only (fault injection fires once per run).
     """
     sc = prep.scenario
+    dispatcher: Dispatcher
     with profiling.section("setup.backend"):
         if backend == "ray":
             from raysfl.engine.cluster import ray_dispatcher
@@ -404,6 +405,7 @@ def _attempt(
             placement = dispatcher.placement()
         rng = stream(sc.seed, "policy")
         spec = sc.algorithm_spec
+        assert spec.make_policy is not None  # check_spec refuses a spec without one
         policy = check_logic(spec.make_policy(prep.setup, prep.time_model, prep.profile, rng), Policy, spec)
         clock = RealtimeClock(sc.engine.time_scale) if sc.engine.clock == "realtime" else VirtualClock()
         sinks = _sinks(sc, out)
@@ -453,7 +455,11 @@ def _pool_killer(at_iteration: int) -> Any:
         nonlocal done
         if not done and iteration >= at_iteration:
             done = True
-            pid = coordinator.dispatcher.kill_pool(0)
+            from raysfl.engine.ray_backend import RayDispatcher
+
+            dispatcher = coordinator.dispatcher
+            assert isinstance(dispatcher, RayDispatcher)  # the scenario check refuses it on the local backend
+            pid = dispatcher.kill_pool(0)
             print(
                 f"raysfl: fault injection: killed client pool 0 (pid {pid}) at iteration {iteration}",
                 file=sys.stderr,

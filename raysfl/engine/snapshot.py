@@ -271,10 +271,11 @@ class _Capture:
                 raise SnapshotError(f"{path}: defaultdict with factory {factory!r}")
             n = self._remember(obj)
             items = [[self(k, f"{path}.key"), self(v, f"{path}[{k!r}]")] for k, v in obj.items()]
-            kind = {dict: "dict", collections.OrderedDict: "odict"}.get(type(obj), "ddict")
+            kinds: dict[type, str] = {dict: "dict", collections.OrderedDict: "odict"}
+            kind = kinds.get(type(obj), "ddict")
             node: dict[str, Any] = {"t": kind, "id": n, "items": items}
             if kind == "ddict":
-                node["factory"] = obj.default_factory.__name__ if obj.default_factory else ""
+                node["factory"] = factory.__name__ if factory else ""
             return node
         return self._object(obj, path)
 
@@ -417,10 +418,10 @@ class _Rebuild:
             self.memo[node["id"]] = seq
             return seq
         if kind == "torchgen":
-            gen = torch.Generator(device=node["device"])
-            gen.set_state(node["state"])
-            self.memo[node["id"]] = gen
-            return gen
+            torch_gen = torch.Generator(device=node["device"])
+            torch_gen.set_state(node["state"])
+            self.memo[node["id"]] = torch_gen
+            return torch_gen
         if kind == "torchattr":
             return getattr(torch, node["kind"])(node["v"]) if node["kind"] == "device" else _dtype(node["v"])
         if kind == "path":

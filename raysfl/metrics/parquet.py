@@ -51,11 +51,11 @@ class EventLog:
         self.path = path
         self.chunk = chunk
         self.schema = schema
-        self._rows: list[dict[str, Any]] = []
+        self._rows: list[Mapping[str, Any]] = []
         self.segments: list[Path] = []
         self._writer = pq.ParquetWriter(str(path), schema)
 
-    def on_event(self, row: dict[str, Any]) -> None:
+    def on_event(self, row: Mapping[str, Any]) -> None:
         """Buffer one row; write a chunk when full."""
         self._rows.append(row)
         if len(self._rows) >= self.chunk:
@@ -127,7 +127,7 @@ class MetricsLog:
         self.path = path
         self.rows: list[dict[str, Any]] = []
 
-    def on_event(self, row: dict[str, Any]) -> None:
+    def on_event(self, row: Mapping[str, Any]) -> None:
         """Not used."""
 
     def on_eval(self, row: dict[str, Any]) -> None:

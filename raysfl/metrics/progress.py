@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 
@@ -36,7 +37,7 @@ class ProgressLine:
         self._acc: float | None = None
         self._iteration = 0
 
-    def on_event(self, row: dict[str, Any]) -> None:
+    def on_event(self, row: Mapping[str, Any]) -> None:
         """Count events; print when the line is due."""
         self._events += 1
         self._t = max(self._t, float(row.get("t", self._t)))

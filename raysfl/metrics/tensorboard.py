@@ -16,6 +16,7 @@ timed when each report was asked for: evaluations that arrive together would oth
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ class TensorBoardSink:
         self._closed: deque[dict[str, Any]] = deque()  # per report asked for, not yet evaluated
         self.history: list[dict[str, Any]] = []  # per evaluation: what was collected between evaluations
 
-    def on_event(self, row: dict[str, Any]) -> None:
+    def on_event(self, row: Mapping[str, Any]) -> None:
         """Collect staleness and buffer composition."""
         if row.get("staleness") is not None:
             self._staleness.append(int(row["staleness"]))

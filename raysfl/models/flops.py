@@ -196,7 +196,9 @@ def describe_model(model: SplitModel, profile: ModelProfile | None = None) -> st
         + f"\ninput {_shape(p.input_shape)} -> activation {_shape(p.activation_shape)}"
         + f" ({p.activation_numel:,} values, {p.activation_bytes:,} B per sample as float32)"
     )
-    rows = [("part", "params", "param bytes", "buffer bytes", "fwd FLOPs/sample", "bwd FLOPs/sample")]
+    rows: list[tuple[str, str | int, str | int, str | int, str | int, str | int]] = [
+        ("part", "params", "param bytes", "buffer bytes", "fwd FLOPs/sample", "bwd FLOPs/sample")
+    ]
     rows.append(
         (
             "client",

@@ -41,7 +41,7 @@ class _ChannelWindowMean(torch.autograd.Function):
     generate_vmap_rule = True  # torch.func.vmap runs forward and backward per sample
 
     @staticmethod
-    def forward(squares: torch.Tensor, size: int) -> torch.Tensor:  # type: ignore[override]
+    def forward(squares: torch.Tensor, size: int) -> torch.Tensor:
         return channel_window_mean(squares, size)
 
     @staticmethod
@@ -51,7 +51,7 @@ class _ChannelWindowMean(torch.autograd.Function):
         ctx.size, ctx.channels = size, squares.shape[2]
 
     @staticmethod
-    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor, None]:
         size, channels = ctx.size, ctx.channels
         share = grad_out.contiguous() / size  # the kernel's grad_delta = grad_output / divide_factor
         n, one, _, *rest = share.shape
@@ -97,7 +97,7 @@ class LocalResponseNorm(nn.LocalResponseNorm):
     ``nn.LocalResponseNorm``); the module docstring says why the numbers are the same bit for bit.
     """
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``nn.LocalResponseNorm.forward(x)``: the same operations, the window mean by shifted planes."""
         if not window_sum_applies(x):
             return super().forward(x)

@@ -46,7 +46,7 @@ class _ChannelsLastMaxPool(torch.autograd.Function):
     generate_vmap_rule = True  # vmap(grad(f)): the grad level lets it through, vmap runs it per sample
 
     @staticmethod
-    def forward(x: torch.Tensor, *geometry: Any) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+    def forward(x: torch.Tensor, *geometry: Any) -> tuple[torch.Tensor, torch.Tensor]:
         with contextlib.suppress(RuntimeError):  # per sample under vmap (of grad), no other layouts: NCHW
             x = x.contiguous(memory_format=_CL)
         out, indices = torch.ops.aten.max_pool2d_with_indices(x, *geometry)
@@ -62,7 +62,7 @@ class _ChannelsLastMaxPool(torch.autograd.Function):
         ctx.geometry = geometry
 
     @staticmethod
-    def backward(ctx: Any, grad_out: torch.Tensor, _: Any) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
+    def backward(ctx: Any, grad_out: torch.Tensor, _: Any) -> tuple[torch.Tensor | None, ...]:
         x, indices = ctx.saved_tensors
         kernel, stride, padding, dilation, ceil_mode = ctx.geometry
         grad_x = torch.ops.aten.max_pool2d_with_indices_backward(
@@ -128,7 +128,7 @@ class MaxPool2d(nn.MaxPool2d):
     ``nn.MaxPool2d``); see the module docstring for why the numbers are the same bit for bit.
     """
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``nn.MaxPool2d.forward(x)``; NCHW CPU inputs go through the channels-last kernel."""
         if self.return_indices or not channels_last_pays(x):
             return super().forward(x)

@@ -125,7 +125,7 @@ def _device_type(args: tuple[Any, ...]) -> str | None:
     return None
 
 
-def _to_float32(output: Any, dtype: torch.dtype) -> Any:
+def _to_float32(output: Any, dtype: torch.dtype | None) -> Any:
     if isinstance(output, torch.Tensor):
         return output.float() if output.dtype == dtype else output
     if type(output) in (tuple, list):

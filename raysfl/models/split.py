@@ -154,7 +154,7 @@ class SplitModel:
             raise ValueError(f"memory_format must be one of {sorted(MEMORY_FORMATS)}, got {memory_format!r}")
         for part in (self.client, self.server, self.aux):
             if part is not None:
-                part.to(memory_format=MEMORY_FORMATS[memory_format])
+                part.to(memory_format=MEMORY_FORMATS[memory_format])  # type: ignore[call-overload]  # not in the stub
         return self
 
     def use_precision(self, precision: str) -> SplitModel:

@@ -256,7 +256,7 @@ def write_report(
         )
     if last:
         lines[-1] += f" Last-{last} {short}: each run's mean over its last {last} evaluations."
-    if target_col:
+    if target_col and target is not None:
         lines[-1] += (
             f" {UNITS[x].capitalize()} to {100 * target:.0f} %: over the seeds that reached it, which the "
             "count in brackets gives; a seed that did not is left out, not counted at its budget."
@@ -332,7 +332,8 @@ def split_varying_keys(groups: Sequence[Group], keys: Sequence[str]) -> tuple[li
     """
     if len({canonical(g.method) for g in groups}) < 2:
         return list(keys), []
-    settings, bound = [], []
+    settings: list[str] = []
+    bound: list[str] = []
     for key in keys:
         values: dict[str, set[str]] = {}
         for g in groups:

@@ -311,7 +311,7 @@ def label(doc: dict[str, Any], keys: Sequence[str], drop_prefix: str = "") -> st
     return ", ".join(parts)
 
 
-def mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
+def mean_std(values: Sequence[float | None]) -> tuple[float | None, float | None]:
     """Mean and sample standard deviation (ddof = 1; ``None`` for fewer than two values).
 
     Example:
@@ -328,7 +328,7 @@ def mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
     return mean, math.sqrt(var)
 
 
-def tail_mean(accuracies: Sequence[float], last: int) -> float | None:
+def tail_mean(accuracies: Sequence[float] | np.ndarray, last: int) -> float | None:
     """Mean of the last ``last`` accuracies of one run (all of them when it has fewer; None when none).
 
     Example:

@@ -192,8 +192,8 @@ def _root_cause(err: BaseException) -> str:
     first line, :func:`raysfl.report.runs.error_head`).
     """
     seen = err
-    while getattr(seen, "cause", None) is not None and seen.cause is not seen:  # RayTaskError chains
-        seen = seen.cause
+    while (cause := getattr(seen, "cause", None)) is not None and cause is not seen:  # RayTaskError chains
+        seen = cause
     if seen is err and err.__cause__ is not None:
         seen = err.__cause__
     text = "\n".join(line.rstrip() for line in str(seen).strip().splitlines()).strip()

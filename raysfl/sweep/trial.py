@@ -17,6 +17,7 @@ import json
 import math
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,7 @@ class TuneSink:
     def __init__(self, report: Any) -> None:
         self._report = report
 
-    def on_event(self, row: dict[str, Any]) -> None:
+    def on_event(self, row: Mapping[str, Any]) -> None:
         """Events are not reported to Tune (the run's own events.parquet has them)."""
 
     def on_eval(self, row: dict[str, Any]) -> None:

@@ -170,12 +170,12 @@ def _rate_inputs(
         comp = cfg.compute
         if comp.kind == "trace":
             return "system.compute.kind", comp.kind, [trace]
-        names = {
+        drawn_by = {
             "fixed": ["flops_per_s"],
             "uniform": ["min_flops_per_s", "max_flops_per_s"],
             "ratio": ["max_flops_per_s", "ratio", "ratio_sampling", "pin_extremes"],
         }[comp.kind]
-        return "system.compute.kind", comp.kind, [_option(comp, "system.compute", n) for n in names]
+        return "system.compute.kind", comp.kind, [_option(comp, "system.compute", n) for n in drawn_by]
     link, up = cfg.link, column == "uplink_bps"
     names: list[str] = []
     if link.kind == "fixed":

@@ -90,7 +90,7 @@ class DeviceTable:
     @property
     def wireless(self) -> bool:
         """Whether the table carries distances (a wireless or distance-bearing trace profile)."""
-        return bool(np.any(np.isfinite(self.distance_m)))
+        return bool(np.any(np.isfinite(self.distance_m)))  # type: ignore[arg-type]  # an array since __post_init__
 
     def to_rows(self) -> list[dict[str, float | int]]:
         """One plain dict per client (``distance_m`` only when known), for TOML/JSON and printing."""

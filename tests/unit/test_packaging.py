@@ -42,7 +42,9 @@ def test_a_wheel_holds_every_package_of_raysfl_and_the_actor_shells(tmp_path):
     )
     (wheel,) = (tmp_path / "dist").glob("raysfl-*.whl")
     with zipfile.ZipFile(wheel) as zf:
-        in_wheel = {n for n in zf.namelist() if n.endswith(".py")}
+        names = set(zf.namelist())
+    in_wheel = {n for n in names if n.endswith(".py")}
+    assert "raysfl/py.typed" in names  # PEP 561: a type checker reads an installed raysfl's types
     packages = {n.rsplit("/", 1)[0].replace("/", ".") for n in in_wheel if n.endswith("/__init__.py")}
     assert {"raysfl", "raysfl.actors", "raysfl.algorithms.common", "raysfl.algorithms.fedasync"} <= packages
     assert "actors/__init__.py" not in in_wheel  # the shells install under raysfl/, not at the top level

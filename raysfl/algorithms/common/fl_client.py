@@ -21,7 +21,7 @@ job, so no momentum is carried from one job to the next [A].
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -62,7 +62,7 @@ class LocalObjective(Protocol):
     ``model.parameters()`` order.
     """
 
-    def begin(self, state: FLClientState, model: nn.Module, params: list[torch.Tensor]) -> None:
+    def begin(self, state: FLClientState, model: nn.Module, params: Sequence[torch.Tensor]) -> None:
         """Prepare a job (e.g. remember the received model)."""
         ...
 
@@ -70,14 +70,14 @@ class LocalObjective(Protocol):
         self,
         state: FLClientState,
         model: nn.Module,
-        params: list[torch.Tensor],
+        params: Sequence[torch.Tensor],
         x: torch.Tensor,
         y: torch.Tensor,
     ) -> torch.Tensor:
         """The loss of one minibatch, cross-entropy included."""
         ...
 
-    def end(self, state: FLClientState, model: nn.Module, params: list[torch.Tensor]) -> None:
+    def end(self, state: FLClientState, model: nn.Module, params: Sequence[torch.Tensor]) -> None:
         """Finish a job (e.g. store what the next job of this client needs)."""
         ...
 

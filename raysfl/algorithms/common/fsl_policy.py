@@ -76,6 +76,7 @@ class FSLCosts:
             model = build_split_model(setup.scenario.model, c, h, setup.num_classes, seed=0)
         model_bytes = tensor_bytes(model.client.state_dict())
         if local_loss:
+            assert model.aux is not None  # a local-loss rule builds the auxiliary head
             model_bytes += tensor_bytes(model.aux.state_dict())
         return cls(
             client_forward_flops=float(profile.client_forward_flops),

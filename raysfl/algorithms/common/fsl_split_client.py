@@ -41,7 +41,9 @@ class FSLSplitClient(SplitClient):
         )
         return state
 
-    def start(self, state: SplitClientState, weights: dict[str, torch.Tensor], lr: float) -> Batch:
+    def start(  # type: ignore[override]  # the FSL policies call it with the round's lr
+        self, state: SplitClientState, weights: dict[str, torch.Tensor], lr: float
+    ) -> Batch:
         """Load x_c^t, create the optimizer at the round's ``lr``, forward the first minibatch."""
         out = super().start(state, weights)
         assert state.optimizer is not None

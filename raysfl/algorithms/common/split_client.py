@@ -130,7 +130,13 @@ class SplitClient:
         return out, y
 
     def _backward(self, state: SplitClientState, grads: torch.Tensor) -> None:
-        if state.pending_x is None or state.optimizer is None or state.params is None:
+        if (
+            state.pending_x is None
+            or state.pending_rng is None
+            or state.optimizer is None
+            or state.params is None
+            or state.buffers is None
+        ):
             raise RuntimeError(f"client {state.client}: backward without a pending forward pass")
         with profiling.section("client.backward", len(state.pending_x)):  # forward again, then backward
             self.model.train()

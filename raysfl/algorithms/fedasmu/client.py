@@ -24,7 +24,7 @@ SGD step (Eq. 6) of the epoch. 𝓡 = loss_b − loss_a rewards the slot choice 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,11 +103,17 @@ class MUClient(FLClient):
         self, state: MUClientState, first: int, last: int, offer: Mapping[str, Any] | None
     ) -> dict[str, Any] | None:
         """Continue the open training with epochs first..last; at l* = ``first`` take ``offer``."""
-        if state.weights is None:
-            raise RuntimeError(f"invariant broken: client {state.client} has no open training")
+        self._open_weights(state)
         if offer is not None and first == state.meta["slot"] and state.meta["fresh_version"] is None:
             self._take_offer(state, first, offer)
         return self._train(state, first, last)
+
+    @staticmethod
+    def _open_weights(state: MUClientState) -> Weights:
+        """The local model of the open training (set by :meth:`begin`, cleared by the last epoch)."""
+        if state.weights is None:
+            raise RuntimeError(f"invariant broken: client {state.client} has no open training")
+        return state.weights
 
     # --- slot choice (Eq. 8) ---------------------------------------------------------------------
     def _choose_slot(self, state: MUClientState, proposal: int | None) -> int | None:
@@ -120,6 +126,7 @@ class MUClient(FLClient):
             state.action = None
             state.slot = int(proposal) if proposal is not None else p.first_slot
             return state.slot
+        assert state.q is not None and state.rl_rng is not None  # set by init_state
         a = choose_action(state.q[state.slot], p.epsilon, state.rl_rng)
         state.action = a
         state.meta["prev_slot"] = state.slot
@@ -131,6 +138,7 @@ class MUClient(FLClient):
         if self.p.request_slot != "rl" or state.action is None:
             return
         prev = state.meta["prev_slot"]
+        assert state.q is not None and state.slot is not None  # set by init_state and _choose_slot
         q_update(state.q, prev, state.action, reward, state.slot, self.p.q_lr, self.p.q_discount)
 
     # --- fresh model -----------------------------------------------------------------------------
@@ -145,16 +153,16 @@ class MUClient(FLClient):
 
     def _merge(self, state: MUClientState, x: torch.Tensor, y: torch.Tensor) -> None:
         """Eqs. (9)-(11) on minibatch ζ = (x, y); leaves g_m in the parameters' ``.grad``."""
-        p, job = self.p, state.job
+        p, job, local = self.p, state.job, self._open_weights(state)
+        assert state.pending is not None  # _epochs merges only a pending offer
         _, offer = state.pending
         state.pending = None
         g, gap = int(offer["index"]), int(offer["version"]) - job["version"] + 1
         phi = device_phi(state.gamma, state.upsilon, max(g, 1), gap)
         beta = clamp(squash(max(phi, 0.0), p.mu_beta), 0.0, p.beta_max)
         with torch.no_grad():
-            self.model.load_state_dict(state.weights)
+            self.model.load_state_dict(local)
             loss_b = float(F.cross_entropy(self.model(x), y))
-        local = state.weights
         merged = mix_models(local, offer["weights"], beta)
         self.model.load_state_dict(merged)
         params = [(n, q) for n, q in self.model.named_parameters() if q.requires_grad]
@@ -162,12 +170,11 @@ class MUClient(FLClient):
             q.grad = None
         loss = F.cross_entropy(self.model(x), y)
         loss.backward()
-        dot = sum(
-            float(
-                ((offer["weights"][n].to(torch.float64) - local[n].to(torch.float64)) * q.grad.double()).sum()
-            )
-            for n, q in params
-        )
+        dot = 0.0
+        for n, q in params:
+            assert q.grad is not None  # every parameter took part in the loss
+            diff = offer["weights"][n].to(torch.float64) - local[n].to(torch.float64)
+            dot += float((diff * q.grad.double()).sum())
         d_gamma, d_upsilon = merge_gradients(dot, state.gamma, state.upsilon, max(g, 1), gap, p.mu_beta, phi)
         state.gamma -= p.eta_gamma * d_gamma
         state.upsilon -= p.eta_upsilon * d_upsilon
@@ -180,7 +187,7 @@ class MUClient(FLClient):
     # --- local SGD (Eq. 6) -----------------------------------------------------------------------
     def _train(self, state: MUClientState, first: int, last: int) -> dict[str, Any] | None:
         job = state.job
-        self.model.load_state_dict(state.weights)
+        self.model.load_state_dict(self._open_weights(state))
         self.model.train()
         params = [q for q in self.model.parameters() if q.requires_grad]
         opt = torch.optim.SGD(params, lr=job["lr"], weight_decay=self.train_cfg.weight_decay)
@@ -202,7 +209,7 @@ class MUClient(FLClient):
         self,
         state: MUClientState,
         opt: torch.optim.Optimizer,
-        params: list[torch.Tensor],
+        params: Sequence[torch.Tensor],
         first: int,
         last: int,
     ) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -22,7 +24,7 @@ class FedDynObjective:
         self.alpha = float(alpha)
         self.anchor: list[torch.Tensor] = []
 
-    def begin(self, state: FLClientState, model: nn.Module, params: list[torch.Tensor]) -> None:
+    def begin(self, state: FLClientState, model: nn.Module, params: Sequence[torch.Tensor]) -> None:
         """Remember θ^{t−1} (the received model) and create the zero gradient state on first use."""
         self.anchor = [p.detach().clone() for p in params]
         if "grad" not in state.memory:
@@ -32,7 +34,7 @@ class FedDynObjective:
         self,
         state: FLClientState,
         model: nn.Module,
-        params: list[torch.Tensor],
+        params: Sequence[torch.Tensor],
         x: torch.Tensor,
         y: torch.Tensor,
     ) -> torch.Tensor:
@@ -42,7 +44,7 @@ class FedDynObjective:
             loss = loss - (g * p).sum() + 0.5 * self.alpha * ((p - a) ** 2).sum()
         return loss
 
-    def end(self, state: FLClientState, model: nn.Module, params: list[torch.Tensor]) -> None:
+    def end(self, state: FLClientState, model: nn.Module, params: Sequence[torch.Tensor]) -> None:
         """∇L_k(θ_k^t) = ∇L_k(θ_k^{t−1}) − α·(θ_k^t − θ^{t−1})."""
         state.memory["grad"] = [
             g - self.alpha * (p.detach() - a)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -68,4 +68,4 @@ class FedDynServer(FLServer):
             self.round = []
 
     def _counters(self) -> dict[str, Any]:
-        return {"h_norm": float(torch.sqrt(sum((v**2).sum() for v in self.h.values())))}
+        return {"h_norm": float(torch.sqrt(cast(torch.Tensor, sum((v**2).sum() for v in self.h.values()))))}

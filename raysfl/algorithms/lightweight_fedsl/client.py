@@ -145,7 +145,7 @@ class FedSLClient:
         self, state: FedSLClientState, grad_values: torch.Tensor, round_index: int, target: float, lr: float
     ) -> dict[str, float]:
         """Eq. (8)-(13) for this round; returns the client-side sparsity after the step."""
-        if state.pending_x is None or state.pending_mask is None:
+        if state.pending_x is None or state.pending_mask is None or state.pending_rng is None:
             raise RuntimeError(f"client {state.client}: backward without a pending forward pass")
         if state.pending_round != round_index:
             raise RuntimeError(

@@ -24,7 +24,7 @@ Contract with the engine (calls in emulated-time order):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -98,7 +98,9 @@ class FedSLServer:
         if self.p.server_batching == "concatenated":
             logits = self.server_model(torch.cat([a for _, a, _ in acts]))
             parts = torch.split(logits, [len(y) for y in labels])
-            loss = sum(F.cross_entropy(z, y) for z, y in zip(parts, labels, strict=True)) / n
+            loss = (
+                cast(torch.Tensor, sum(F.cross_entropy(z, y) for z, y in zip(parts, labels, strict=True))) / n
+            )
             loss.backward()
             self._record(loss.detach().to(torch.float64))
         else:

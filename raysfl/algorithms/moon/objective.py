@@ -13,6 +13,7 @@ gradient exactly zero, so the two readings train the same.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -86,7 +87,7 @@ class MOONObjective:
             p.requires_grad_(False)
         return net.eval()
 
-    def begin(self, state: FLClientState, model: nn.Module, params: list[torch.Tensor]) -> None:
+    def begin(self, state: FLClientState, model: nn.Module, params: Sequence[torch.Tensor]) -> None:
         """Load the received global model and, when the device has one, its previous local model."""
         self.glob.load_state_dict(model.state_dict())
         self.has_prev = "prev" in state.memory
@@ -97,7 +98,7 @@ class MOONObjective:
         self,
         state: FLClientState,
         model: nn.Module,
-        params: list[torch.Tensor],
+        params: Sequence[torch.Tensor],
         x: torch.Tensor,
         y: torch.Tensor,
     ) -> torch.Tensor:
@@ -111,6 +112,6 @@ class MOONObjective:
             loss = loss + self.mu * contrastive_loss(z, z_glob, z_prev, self.temperature)
         return loss
 
-    def end(self, state: FLClientState, model: nn.Module, params: list[torch.Tensor]) -> None:
+    def end(self, state: FLClientState, model: nn.Module, params: Sequence[torch.Tensor]) -> None:
         """Keep the trained model as the device's previous local model."""
         state.memory["prev"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
