@@ -36,6 +36,7 @@ class ClientLogic(Protocol):
         Called on the client's first call in a pool, so an idle client costs nothing; every draw of the
         client must come from ``seed_seq``, which makes the run independent of the number of pools.
         """
+        ...
 
 
 @runtime_checkable
@@ -48,6 +49,7 @@ class ServerLogic(Protocol):
 
     def evaluate(self) -> Mapping[str, Any]:
         """Test metrics of the current global model (at least ``accuracy`` and ``loss``)."""
+        ...
 
 
 @runtime_checkable
@@ -56,9 +58,12 @@ class Policy(Protocol):
 
     def start(self) -> list[Action]:
         """The actions at virtual time 0 (typically: evaluate the initial model, start the first jobs)."""
+        ...
 
     def on_event(self, ev: Event) -> list[Action]:
         """The actions in response to ``ev``, an event one of its :class:`Schedule` actions created."""
+        ...
 
     def global_iteration(self) -> int:
         """Global iterations completed so far; checkpoints are taken every ``engine.checkpoint_every``."""
+        ...

@@ -62,33 +62,43 @@ class Dispatcher(Protocol):
 
     def call(self, action: Call) -> None:
         """Start ``action``; its result goes to ``action.out``."""
+        ...
 
     def ready(self, slot: Slot) -> bool:
         """Whether the value of ``slot`` has been computed (realtime mode: has it arrived?)."""
+        ...
 
     def fetch(self, slot: Slot) -> Any:
         """Wait for ``slot``'s (small) value, bring it to the coordinator and free the slot."""
+        ...
 
     def report(self, action: Report) -> None:
         """Deliver ``action.slot``'s value through :meth:`poll` once it is computed."""
+        ...
 
     def poll(self) -> list[Ready]:
         """Reports whose values are ready, in the order they were requested (non-blocking)."""
+        ...
 
     def drain(self) -> list[Ready]:
         """Wait for every outstanding report and return them in order."""
+        ...
 
     def placement(self) -> dict[str, Any]:
         """Where the server and the pools run."""
+        ...
 
     def snapshot(self) -> dict[str, Any]:
         """Checkpoint every actor's state and the live slots (call after :meth:`drain`)."""
+        ...
 
     def restore(self, snap: dict[str, Any]) -> None:
         """Put back what :meth:`snapshot` returned (possibly from a run with another pool count)."""
+        ...
 
     def close(self) -> None:
         """Release the backend's resources."""
+        ...
 
 
 def as_sent(value: Any) -> Any:
