@@ -575,7 +575,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="check a scenario file (with key=value overrides)")
     p.add_argument("scenario")
-    p.add_argument("overrides", nargs="*", metavar="key=value")
+    p.add_argument("overrides", nargs="*", default=[], metavar="key=value")  # default: not "required"
     p.add_argument("--print", action="store_true", help="print the resolved scenario as TOML")
     p.set_defaults(func=cmd_validate)
 
@@ -590,7 +590,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.set_defaults(func=cmd_describe_model)
     d = dsub.add_parser("devices", help="the device table a scenario draws")
     d.add_argument("scenario")
-    d.add_argument("overrides", nargs="*", metavar="key=value")
+    d.add_argument("overrides", nargs="*", default=[], metavar="key=value")
     d.set_defaults(func=cmd_describe_devices)
 
     p = sub.add_parser("run", help="run scenarios and write metrics, events, TensorBoard and a summary")

@@ -91,6 +91,15 @@ def test_shipped_scenarios_are_found_by_the_names_list_prints_from_any_directory
     assert main(["validate", "scenarios/no-such.toml"]) == 2
 
 
+@pytest.mark.parametrize("argv", [["validate"], ["describe", "devices"]])
+def test_a_missing_scenario_is_the_one_argument_named_as_required(argv, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.rstrip().endswith("the following arguments are required: scenario")  # not key=value
+
+
 def test_validate_ok_and_overrides(capsys):
     assert main(["validate", DEFAULT, "train.global_iterations=3"]) == 0
     assert "T=3" in capsys.readouterr().out
