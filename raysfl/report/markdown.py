@@ -224,7 +224,7 @@ def write_report(
     lines = [f"# Report: {len(runs)} runs in {len(groups)} groups", ""]
     if command:
         lines += [f"Made by `{command}`.", ""]
-    lines += _provenance(runs)
+    lines += _provenance(runs) + _datasets(runs)
     target_col = f"{UNITS[x]} to {100 * target:.0f} % (reached)" if target is not None else None
     short = metric_label(metric)
     head = ["setting", "method", "n", f"final {short} %", f"best {short} %"]
@@ -283,6 +283,7 @@ def write_report(
             lines.append(f"![{metric} against {AXIS_TITLES[axis]}]({path.name})")
     if skipped:
         lines += ["", "## Skipped", ""] + [f"- `{p}`: {reason}" for p, reason in skipped]
+    _remove_stale_figures(out, figures)
     report = out / REPORT_FILE
     report.write_text("\n".join(lines) + "\n")
     counts = [n for n in (len(r.curve("iteration", metric)[1]) for r in runs) if 0 < n < last]
@@ -374,6 +375,26 @@ def _sweep_labels(group: Group) -> str:
     """The sweep's link labels shared by every run of ``group`` (``""`` when they have none or differ)."""
     found = {tuple(r.info.get("labels", {}).values()) for r in group.runs}
     return " / ".join(found.pop()) if len(found) == 1 else ""
+
+
+FIGURE_NAME = re.compile(rf"\w*accuracy_({'|'.join(UNITS)})_\d+(_[\w.-]*)?\.png")
+"""The names of the figures a report writes (``<metric>_<x>_<n>[_<setting>].png``)."""
+
+
+def _remove_stale_figures(out: Path, written: Sequence[Path]) -> None:
+    """Remove figures an earlier report wrote to ``out`` that this one did not (another --x or settings)."""
+    keep = {p.name for p in written}
+    for path in out.glob("*.png"):
+        if path.name not in keep and FIGURE_NAME.fullmatch(path.name):
+            path.unlink()
+
+
+def _datasets(runs: Sequence) -> list[str]:
+    """Which datasets the runs trained on; generated data are named as such, never as a real-data result."""
+    names = sorted({str(r.scenario.get("data", {}).get("dataset", "?")) for r in runs})
+    synthetic = any("synthetic" in n for n in names) or any(r.summary.get("synthetic_data") for r in runs)
+    note = " (synthetic data test the machinery; they are no result on any real dataset)"
+    return [f"Data: {', '.join(names)}{note if synthetic else ''}.", ""]
 
 
 def _provenance(runs: Sequence) -> list[str]:

@@ -136,7 +136,7 @@ def parse_pairings(specs: Sequence[str], labels: Sequence[str]) -> list[Pairing]
 
 
 def _signed(value: float) -> str:
-    return "0.00" if value == 0 else f"{value:+.2f}"
+    return "0.00" if round(value, 2) == 0 else f"{value:+.2f}"
 
 
 def _summary(diff: PairedDifference) -> str:

@@ -2,9 +2,12 @@
 
 A run directory (:mod:`raysfl.engine.runner`) holds ``config.toml`` (the resolved scenario),
 ``metrics.parquet`` (one row per evaluation) and, once it finished, ``summary.json``. Runs whose scenarios
-differ only in ``seed`` (and in the sections that never change results: ``name``, ``description``,
-``engine``, ``metrics``) form one :class:`Group`. A group's *method* is its ``[algorithm]`` table; its
-*setting* is everything else, so a report draws one figure per setting with one line per method.
+differ only in ``seed`` and in what never changes a number (:data:`IGNORED`: the names, the outputs, the
+paper values, where the data are read from, and the engine options the engine guarantees the same numbers
+under) form one :class:`Group`. The engine options that do change numbers (``precision``,
+``memory_format``, thread counts, ``server_device``, ``clock``) split groups. A group's *method* is its
+``[algorithm]`` table; its *setting* is everything else, so a report draws one figure per setting with one
+line per method.
 """
 
 from __future__ import annotations
@@ -20,7 +23,25 @@ import numpy as np
 
 from raysfl.run_files import RunDirError, read_config, read_metrics, read_summary
 
-IGNORED = ("name", "description", "seed", "engine", "metrics", "reference")
+IGNORED = (
+    "name",
+    "description",
+    "seed",
+    "metrics",
+    "reference",
+    "data.data_dir",
+    # Same numbers on any number of pools and placements, with or without checkpoints and restarts:
+    "engine.pools",
+    "engine.clients_per_pool",
+    "engine.placement",
+    "engine.max_inflight",
+    "engine.checkpoint_every",
+    "engine.keep_checkpoints",
+    "engine.max_restarts",
+    "engine.kill_pool_at_iteration",
+)
+"""Scenario sections and dotted keys that never change a run's numbers; runs differing in nothing else
+(and the seed) are one group."""
 SWEEP_STATUS = "sweep.json"  # a sweep's status file, written by raysfl.sweep.execute
 X_AXES = ("emulated", "iteration", "bytes", "wall")
 
@@ -138,9 +159,14 @@ def canonical(doc: Any) -> str:
     return json.dumps(doc, sort_keys=True, default=str)
 
 
+def _ignored(key: str, ignore: Sequence[str]) -> bool:
+    """Whether dotted ``key`` is one of ``ignore`` or lies in a section ``ignore`` names."""
+    return any(key == i or key.startswith(i + ".") for i in ignore)
+
+
 def group_key(scenario: dict[str, Any]) -> str:
-    """What runs of one group share: the scenario without seed, names, engine, metrics, reference."""
-    return canonical({k: v for k, v in scenario.items() if k not in IGNORED})
+    """What runs of one group share: the scenario without the seed and the rest of :data:`IGNORED`."""
+    return canonical({k: v for k, v in _flatten(scenario).items() if not _ignored(k, IGNORED)})
 
 
 def _read_run(path: Path) -> Run:
@@ -164,11 +190,17 @@ def _sweep_trials(folder: Path) -> dict[str, dict[str, Any]]:
 
 
 def _candidates(path: Path) -> Iterable[Path]:
-    """Run directories at or below ``path`` (those holding config.toml), skipping Tune's own folder."""
+    """Run directories at or below ``path`` (those holding config.toml), skipping Tune's own folder.
+
+    A sweep's trials come in its file's order (``sweep.json``), so a report lists methods and settings as
+    the sweep file names them; other folders come after them, by name.
+    """
     if (path / "config.toml").is_file():
         yield path
         return
-    for child in sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))):
+    rank = {name: i for i, name in enumerate(_sweep_trials(path))}
+    children = [p for p in path.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))]
+    for child in sorted(children, key=lambda p: (rank.get(p.name, len(rank)), p.name)):
         yield from _candidates(child)
 
 
@@ -184,19 +216,22 @@ def _failure(trial: dict[str, Any]) -> str:
 
 
 def _why_not(run_dir: Path, trial: dict[str, Any] | None) -> str | None:
-    """Why ``run_dir`` is not a finished run (``None`` when it is one)."""
-    if trial is not None and trial.get("status") == "failed":
-        return _failure(trial)
+    """Why ``run_dir`` is not a finished run (``None`` when it is one).
+
+    The folder decides: a trial that ``sweep.json`` records as failed and that was finished since (``raysfl
+    run --resume`` of its folder) counts; a failed trial's recorded error is the reason when it did not.
+    """
+    failed = _failure(trial) if trial is not None and trial.get("status") == "failed" else None
     summary = run_dir / "summary.json"
     if not summary.is_file():
-        return "unfinished (no summary.json)"
+        return failed or "unfinished (no summary.json)"
     try:
         if read_summary(run_dir).get("interrupted"):
-            return "interrupted"
+            return failed or "interrupted"
     except RunDirError as err:
         return str(err)
     if not (run_dir / "metrics.parquet").is_file():
-        return "no metrics.parquet"
+        return failed or "no metrics.parquet"
     return None
 
 
@@ -285,14 +320,14 @@ def _flatten(doc: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def differing_fields(docs: Sequence[dict[str, Any]], ignore: Iterable[str] = IGNORED) -> list[str]:
-    """Dotted keys whose value is not the same in every document (ignoring ``ignore`` sections).
+    """Dotted keys whose value is not the same in every document (ignoring ``ignore`` sections and keys).
 
     Example:
         >>> differing_fields([{"a": {"x": 1, "y": 2}}, {"a": {"x": 1, "y": 3}}])
         ['a.y']
     """
     skip = tuple(ignore)
-    flat = [_flatten({k: v for k, v in d.items() if k not in skip}) for d in docs]
+    flat = [{k: v for k, v in _flatten(d).items() if not _ignored(k, skip)} for d in docs]
     keys = sorted(set().union(*flat)) if flat else []
     return [k for k in keys if len({canonical(f.get(k, "<unset>")) for f in flat}) > 1]
 
@@ -321,10 +356,10 @@ def mean_std(values: Sequence[float | None]) -> tuple[float | None, float | None
     vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
     if not vals:
         return None, None
-    mean = sum(vals) / len(vals)
+    mean = math.fsum(vals) / len(vals)  # exactly rounded: the same for the same values in any order
     if len(vals) < 2:
         return mean, None
-    var = sum((v - mean) ** 2 for v in vals) / (len(vals) - 1)
+    var = math.fsum((v - mean) ** 2 for v in vals) / (len(vals) - 1)
     return mean, math.sqrt(var)
 
 
@@ -335,8 +370,8 @@ def tail_mean(accuracies: Sequence[float] | np.ndarray, last: int) -> float | No
         >>> tail_mean([0.1, 0.4, 0.5, 0.6], 2)
         0.55
     """
-    tail = list(accuracies)[-last:]
-    return float(sum(tail)) / len(tail) if tail else None
+    tail = [float(a) for a in list(accuracies)[-last:]]
+    return math.fsum(tail) / len(tail) if tail else None  # exactly rounded: equal tails tie exactly
 
 
 def first_reaching(xs: np.ndarray, ys: np.ndarray, target: float) -> float | None:

@@ -201,6 +201,7 @@ def test_report_md_has_a_row_per_group_and_embeds_the_figures(runs, tmp_path, ca
     assert "| data.partition=iid | gas | 1 | 90.00 | 90.00 |" in text
     assert "| data.partition=shard | fedavg | 2 | 56.00 ± 8.49 |" in text
     assert "raysfl 0.1.0 at commit abc123" in text
+    assert "Data: fashion-mnist.\n" in text
     pngs = sorted(p.name for p in out.glob("*.png"))
     assert len(pngs) == 6  # 2 settings × (emulated, iteration, bytes)
     for name in pngs:
@@ -557,3 +558,94 @@ def test_a_damaged_run_is_skipped_naming_its_file(runs):
     assert why["fedavg_s2"].startswith(
         f"{runs / 'fedavg_s2' / 'config.toml'}: damaged or not raysfl's (Invalid"
     )
+
+
+def test_engine_options_that_change_numbers_split_groups_and_the_others_do_not(tmp_path):
+    """precision, memory_format, threads, server device and clock change a run's numbers; pools,
+    placement, checkpoints and where the data are read from do not (the engine's guarantee)."""
+    root = tmp_path / "runs"
+    curve = [(0, 0.0, 0.1), (1, 10.0, 0.5)]
+    for seed, engine, data_dir in [
+        (1, {"pools": 1, "precision": "float32"}, ""),
+        (2, {"pools": 3, "checkpoint_every": 5, "precision": "float32"}, "/elsewhere"),
+        (1, {"pools": 1, "precision": "bfloat16"}, ""),
+        (1, {"pools": 1, "precision": "float32", "torch_threads": 2}, ""),
+    ]:
+        scenario = _scenario("fedavg", seed)
+        scenario["engine"] = engine
+        scenario["data"] = {**scenario["data"], "data_dir": data_dir}
+        name = f"{engine['precision']}_{engine.get('torch_threads', 1)}_{seed}"
+        make_run(root, name, scenario, curve)
+    found, _ = find_runs([root])
+    groups = sorted(group_runs(found), key=lambda g: len(g.runs))
+    assert [len(g.runs) for g in groups] == [1, 1, 2]
+    assert sorted(r.seed for r in groups[-1].runs) == [1, 2]
+    engines = [g.scenario["engine"] for g in groups[:2]]
+    assert {(e["precision"], e.get("torch_threads")) for e in engines} == {("bfloat16", None), ("float32", 2)}
+    assert raysfl.report.runs.differing_fields([g.scenario for g in groups]) == [
+        "engine.precision",
+        "engine.torch_threads",
+    ]
+
+
+def test_a_failed_trial_finished_since_counts_and_one_still_failed_gives_its_error(tmp_path):
+    root = tmp_path / "sweep"
+    curve = [(0, 0.0, 0.1), (1, 10.0, 0.5)]
+    make_run(root, "resumed", _scenario("gas", 1), curve)  # `raysfl run --resume` finished it after
+    still = make_run(root, "still", _scenario("gas", 2), curve)
+    (still / "summary.json").unlink()
+    failed = {"status": "failed", "error": "RunFailedError: gave up"}
+    (root / "sweep.json").write_text(json.dumps({"trials": {"resumed": failed, "still": failed}}))
+    found, skipped = find_runs([root])
+    assert [r.path.name for r in found] == ["resumed"]
+    assert [(p.name, why) for p, why in skipped] == [("still", "failed: RunFailedError: gave up")]
+
+
+def test_a_sweeps_runs_come_in_its_files_order_not_by_folder_name(tmp_path):
+    root = tmp_path / "sweep"
+    planned = ["zeta_10", "zeta_5", "alpha_10", "alpha_5"]  # the order the sweep file plans them in
+    for seed, name in enumerate(planned, start=1):
+        make_run(root, name, _scenario("gas", seed), [(0, 0.0, 0.1), (1, 10.0, 0.5)])
+    make_run(root, "extra", _scenario("gas", 9), [(0, 0.0, 0.1), (1, 10.0, 0.5)])  # not of the sweep
+    (root / "sweep.json").write_text(json.dumps({"trials": {n: {"status": "finished"} for n in planned}}))
+    found, _ = find_runs([root])
+    assert [r.path.name for r in found] == [*planned, "extra"]
+
+
+def test_tail_means_of_the_same_values_tie_exactly_whatever_their_order(tmp_path):
+    from raysfl.report.paired import paired_table
+    from raysfl.report.runs import tail_mean
+
+    assert sum([0.1, 0.2, 0.3]) != sum([0.3, 0.2, 0.1])  # plain sums differ in the last bit
+    assert tail_mean([0.1, 0.2, 0.3], 3) == tail_mean([0.3, 0.2, 0.1], 3)
+    root = tmp_path / "runs"
+    up, down = [0.1, 0.2, 0.3], [0.3, 0.2, 0.1]
+    make_run(root, "gas_1", _scenario("gas", 1), [(i, float(i), a) for i, a in enumerate(up)])
+    make_run(root, "fedavg_1", _scenario("fedavg", 1), [(i, float(i), a) for i, a in enumerate(down)])
+    groups = group_runs(find_runs([root])[0])
+    lines = paired_table(groups, [g.method["name"] for g in groups], "fedavg", last=3)
+    assert "| gas | 0.00 | 0.00 | 0 / 0 |" in lines  # last-3 means tie: neither ahead nor behind
+
+
+def test_a_report_on_synthetic_data_says_so(tmp_path):
+    root = tmp_path / "runs"
+    scenario = _scenario("fedavg", 1)
+    scenario["data"] = {"dataset": "synthetic", "partition": "shard"}
+    make_run(root, "s1", scenario, [(0, 0.0, 0.1), (1, 10.0, 0.5)], synthetic_data=True)
+    assert main(["report", str(root), "--out", str(tmp_path / "rep")]) == 0
+    text = (tmp_path / "rep" / "report.md").read_text()
+    note = "synthetic data test the machinery; they are no result on any real dataset"
+    assert f"Data: synthetic ({note})." in text
+
+
+def test_a_new_report_removes_the_figures_of_an_earlier_one_that_it_does_not_use(runs, tmp_path):
+    out = tmp_path / "rep"
+    assert main(["report", str(runs), "--out", str(out), "--x", "wall"]) == 0
+    assert sorted(out.glob("accuracy_wall_*.png"))
+    (out / "notes.png").write_bytes(b"mine")  # not a report figure: kept
+    assert main(["report", str(runs), "--out", str(out)]) == 0
+    text = (out / "report.md").read_text()
+    pngs = sorted(p.name for p in out.glob("*.png"))
+    assert not [p for p in pngs if p.startswith("accuracy_wall_")]
+    assert [p for p in pngs if p != "notes.png"] == sorted(p for p in pngs if f"]({p})" in text)
+    assert "notes.png" in pngs
