@@ -341,12 +341,18 @@ def run(
             break
         except WorkerLostError as err:
             restarts += 1
+            latest = load_latest(ck_dir)
             if restarts > sc.engine.max_restarts:
+                then = (
+                    f"continue it from {Path(latest['path']).name} with `raysfl run --resume {out}`"
+                    if latest
+                    else "it has no checkpoint to continue from (engine.checkpoint_every), so run it again"
+                )
                 raise RunFailedError(
                     f"{err}; gave up after engine.max_restarts = {sc.engine.max_restarts} restarts. The run "
-                    f"directory keeps what was written; continue it with `raysfl run --resume {out}`."
+                    f"directory keeps what was written; {then}."
                 ) from err
-            ck = load_latest(ck_dir)
+            ck = latest
             where = f"checkpoint {Path(ck['path']).name}" if ck else "the start (no checkpoint yet)"
             print(f"raysfl: {err}; restarting the workers from {where} (restart {restarts})", file=sys.stderr)
         except Exception:

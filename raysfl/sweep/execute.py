@@ -221,7 +221,9 @@ def write_status(out: Path, plan_doc: dict[str, Any], failed: dict[str, str]) ->
         entry["status"] = _trial_status(out, name)
         if entry["status"] != "finished" and name in failed:
             entry["status"], entry["error"] = "failed", failed[name]
-    (out / SWEEP_STATUS).write_text(json.dumps(doc, indent=2) + "\n")
+    tmp = out / (SWEEP_STATUS + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    os.replace(tmp, out / SWEEP_STATUS)  # whole or not at all, should the driver be killed meanwhile
     trials = doc["trials"]
     return SweepResult(
         out,
@@ -288,7 +290,7 @@ def run_sweep(
     failed: dict[str, str] = {}
     if not todo:
         return write_status(out, plan_doc, failed)
-    grid = _new_tuner(trainable, todo, out, max_concurrent, verbose).fit()
+    grid = _new_tuner(trainable, todo, out, max_concurrent, verbose, _status_keeper(out, plan_doc)).fit()
     for i in range(len(grid)):
         result = grid[i]
         if result.error is not None and result.config:
@@ -296,7 +298,27 @@ def run_sweep(
     return write_status(out, plan_doc, failed)
 
 
-def _new_tuner(trainable: Any, names: list[str], out: Path, max_concurrent: int | None, verbose: int) -> Any:
+def _status_keeper(out: Path, plan_doc: dict[str, Any]) -> Any:
+    """A Tune callback that rewrites ``sweep.json`` whenever a trial ends.
+
+    So the file says which trials finished even when the driver is killed; the errors of failed trials are
+    recorded when the sweep ends.
+    """
+    from ray import tune
+
+    class KeepStatus(tune.Callback):
+        def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+            write_status(out, plan_doc, {})
+
+        def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+            write_status(out, plan_doc, {})
+
+    return KeepStatus()
+
+
+def _new_tuner(
+    trainable: Any, names: list[str], out: Path, max_concurrent: int | None, verbose: int, keeper: Any
+) -> Any:
     from ray import tune
     from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 
@@ -318,7 +340,7 @@ def _new_tuner(trainable: Any, names: list[str], out: Path, max_concurrent: int 
             name=TUNE_NAME,
             storage_path=str(out),
             failure_config=tune.FailureConfig(max_failures=0),
-            callbacks=[JsonLoggerCallback(), CSVLoggerCallback()],
+            callbacks=[JsonLoggerCallback(), CSVLoggerCallback(), keeper],
             verbose=verbose,
         ),
     )
@@ -335,7 +357,7 @@ def print_outcome(result: SweepResult, sweep_path: str, trial_cpus: float | None
     if result.failed:
         print(
             f"sweep: {len(result.failed)} trial(s) failed: {', '.join(result.failed)} (details in "
-            f"{result.out / SWEEP_STATUS})",
+            f"{result.out / SWEEP_STATUS}); once their cause is fixed, `--resume` runs them again",
             file=sys.stderr,
         )
     if result.unfinished:

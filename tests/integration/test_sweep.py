@@ -6,6 +6,7 @@ scenario so a trial takes seconds.
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -149,19 +150,25 @@ def _spawn(argv: list[str], log: Path) -> subprocess.Popen:
     )
 
 
+def _recorded_status(out: Path, trial: str) -> str | None:
+    status = out / "sweep.json"
+    return json.loads(status.read_text())["trials"][trial].get("status") if status.is_file() else None
+
+
 def test_a_sigkilled_sweep_resumes_without_rerunning_finished_trials(sweep_file, swept, tmp_path):
     out = tmp_path / "out"
     log = tmp_path / "first.log"
     proc = _spawn(["sweep", str(sweep_file), "--out", str(out)], log)
     deadline = time.monotonic() + 240
-    try:
-        while not (out / TRIALS[0] / "summary.json").is_file():
+    try:  # sweep.json says a trial finished as soon as it has, not only when the sweep ends
+        while _recorded_status(out, TRIALS[0]) != "finished":
             assert proc.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "the first trial did not finish in time"
+            assert time.monotonic() < deadline, "sweep.json did not record the first trial's end in time"
             time.sleep(0.2)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+    assert _recorded_status(out, TRIALS[-1]) != "finished"  # killed mid-sweep
     time.sleep(2)  # the orphaned trial processes notice their raylet is gone
     first = {p: p.stat().st_mtime_ns for p in (out / TRIALS[0]).rglob("*") if p.is_file()}
     resumed = subprocess.run(
@@ -190,7 +197,9 @@ def test_a_failing_trial_is_recorded_and_the_others_go_on(ray_session, sweep_fil
     err = capsys.readouterr().err
     assert "sweep: trial max_restarts0 failed: RunFailedError:" in err
     assert "gave up after engine.max_restarts = 0" in err
+    assert "it has no checkpoint to continue from (engine.checkpoint_every), so run it again" in err
     assert "1 trial(s) failed: max_restarts0" in err
+    assert "once their cause is fixed, `--resume` runs them again" in err
     status = json.loads((out / "sweep.json").read_text())["trials"]
     assert (
         status["max_restarts0"]["status"] == "failed" and "RunFailedError" in status["max_restarts0"]["error"]
@@ -200,3 +209,28 @@ def test_a_failing_trial_is_recorded_and_the_others_go_on(ray_session, sweep_fil
     assert "skipped" in capsys.readouterr().err
     text = (tmp_path / "rep" / "report.md").read_text()
     assert "max_restarts0`: failed: RunFailedError" in text
+
+
+def test_a_failed_trial_continued_as_its_message_says_counts_in_the_report(
+    ray_session, sweep_file, tmp_path, capsys
+):
+    """The failure names the checkpoint and the command; once that command finishes the trial, the report
+    counts it, though sweep.json still records the failure."""
+    sweep = tmp_path / "faulty.sweep.toml"
+    sweep.write_text(
+        f'base = "{sweep_file.parent / "tiny.toml"}"\n'
+        '[set]\n"engine.kill_pool_at_iteration" = 2\n"engine.checkpoint_every" = 1\n'
+        '[grid]\n"engine.max_restarts" = [0]\n'
+    )
+    out = tmp_path / "out"
+    assert main(["sweep", str(sweep), "--out", str(out)]) == 1
+    trial = out / "max_restarts0"
+    err = capsys.readouterr().err
+    assert re.search(
+        rf"continue it from ckpt-\d{{6}}\.pt with `raysfl run --resume {re.escape(str(trial))}`", err
+    )
+    assert main(["run", "--resume", str(trial), "engine.kill_pool_at_iteration=0"]) == 0
+    assert json.loads((out / "sweep.json").read_text())["trials"]["max_restarts0"]["status"] == "failed"
+    assert main(["report", str(out), "--out", str(tmp_path / "rep")]) == 0
+    text = (tmp_path / "rep" / "report.md").read_text()
+    assert "failed" not in text and "| 1 |" in text
