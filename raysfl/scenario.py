@@ -84,6 +84,19 @@ class Scenario:
         return resolve(self.algorithm.name)
 
 
+def _reference_problems(reference: dict[str, Any]) -> list[str]:
+    """``[reference] accuracy`` is the paper's accuracy in percent, as reports and ``compare`` print it."""
+    acc = reference.get("accuracy")
+    if acc is None or (isinstance(acc, (int, float)) and not isinstance(acc, bool) and 1 < acc <= 100):
+        return []
+    hint = (
+        f"; {acc!r} reads as a fraction, so write {100 * acc:g}"
+        if isinstance(acc, float) and 0 < acc <= 1
+        else ""
+    )
+    return [f"reference.accuracy: {acc!r} is not an accuracy in percent (a number in (1, 100]){hint}"]
+
+
 def _cross_checks(sc: Scenario) -> list[str]:
     """Checks that span sections (each problem names a field and the allowed values)."""
     problems: list[str] = []
@@ -113,6 +126,7 @@ def _cross_checks(sc: Scenario) -> list[str]:
         size = data.crop_size
     problems += validate_model_config(sc.model, channels, size, classes)
     problems += sc.system.timing.algorithm_problems(sc.algorithm.name)
+    problems += _reference_problems(sc.reference)
     spec = sc.algorithm_spec
     if sc.model.aux and not spec.aux_heads:
         problems.append(

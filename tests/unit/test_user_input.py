@@ -387,6 +387,19 @@ def test_a_toml_date_in_a_free_form_table_is_refused_naming_it():
     ]
 
 
+def test_a_reference_accuracy_must_be_in_percent_as_reports_print_it():
+    """Seven shipped scenarios gave 0.778 for 77.8 %, and reports printed a paper accuracy of 0.78 %."""
+    synthetic = {"data": {"dataset": "synthetic"}}
+    assert scenario_from_dict(synthetic, ("reference.accuracy=77.8",)).reference["accuracy"] == 77.8
+    assert _problems(synthetic, ("reference.accuracy=0.778",)) == [
+        "reference.accuracy: 0.778 is not an accuracy in percent (a number in (1, 100]); 0.778 reads as a "
+        "fraction, so write 77.8"
+    ]
+    for bad in ("120", "true", "'high'"):
+        (problem,) = _problems(synthetic, (f"reference.accuracy={bad}",))
+        assert problem.startswith("reference.accuracy: ") and "not an accuracy in percent" in problem
+
+
 def test_a_scenario_file_with_an_equals_sign_in_its_name_is_run(tmp_path, capsys):
     scenario = tmp_path / "lr=0.1.toml"
     _scenario(scenario, name="eq")
