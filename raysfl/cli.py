@@ -453,6 +453,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                     f"{item}: not a finished run directory (no summary.json), nor a folder of finished runs"
                 )
             dirs += found
+            for d in sorted(d for d in p.iterdir() if (d / "config.toml").is_file() and d not in found):
+                print(f"compare: left out {d}: no summary.json (unfinished or failed)", file=sys.stderr)
         else:
             raise UsageError(f"{item}: not a run directory")
     _check_target(args.target)

@@ -70,6 +70,11 @@ def test_run_a_directory_then_compare(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "| b (interrupted) |" in captured.out and "| a |" in captured.out
     assert f"compare: {out / 'b'} was interrupted before its budget" in captured.err
+    (out / "b" / "summary.json").unlink()  # a run that failed or is still running
+    assert main(["compare", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "| a |" in captured.out and "\n| b " not in captured.out
+    assert f"compare: left out {out / 'b'}: no summary.json (unfinished or failed)" in captured.err
     for bad in ("8", "0", "-0.5"):
         assert main(["compare", str(out), "--target", bad]) == 2
         assert f"--target: {float(bad)} must be an accuracy in (0, 1]" in capsys.readouterr().err
