@@ -185,13 +185,16 @@ def test_a_sigkilled_sweep_resumes_without_rerunning_finished_trials(sweep_file,
         assert _rows(out / trial / "metrics.parquet") == _rows(swept / trial / "metrics.parquet"), trial
 
 
-def test_a_failing_trial_is_recorded_and_the_others_go_on(ray_session, sweep_file, tmp_path, capsys):
+def _faulty_sweep(sweep_file: Path, tmp_path: Path, settings: str, restarts: str) -> Path:
+    """A sweep of the tiny scenario whose pool 0 is killed (``settings``), over ``engine.max_restarts``."""
     sweep = tmp_path / "faulty.sweep.toml"
-    sweep.write_text(
-        f'base = "{sweep_file.parent / "tiny.toml"}"\n'
-        '[set]\n"engine.kill_pool_at_iteration" = 1\n'
-        '[grid]\n"engine.max_restarts" = [0, 1]\n'
-    )
+    base = sweep_file.parent / "tiny.toml"
+    sweep.write_text(f'base = "{base}"\n[set]\n{settings}\n[grid]\n"engine.max_restarts" = {restarts}\n')
+    return sweep
+
+
+def test_a_failing_trial_is_recorded_and_the_others_go_on(ray_session, sweep_file, tmp_path, capsys):
+    sweep = _faulty_sweep(sweep_file, tmp_path, '"engine.kill_pool_at_iteration" = 1', "[0, 1]")
     out = tmp_path / "out"
     assert main(["sweep", str(sweep), "--out", str(out)]) == 1
     err = capsys.readouterr().err
@@ -216,12 +219,8 @@ def test_a_failed_trial_continued_as_its_message_says_counts_in_the_report(
 ):
     """The failure names the checkpoint and the command; once that command finishes the trial, the report
     counts it, though sweep.json still records the failure."""
-    sweep = tmp_path / "faulty.sweep.toml"
-    sweep.write_text(
-        f'base = "{sweep_file.parent / "tiny.toml"}"\n'
-        '[set]\n"engine.kill_pool_at_iteration" = 2\n"engine.checkpoint_every" = 1\n'
-        '[grid]\n"engine.max_restarts" = [0]\n'
-    )
+    settings = '"engine.kill_pool_at_iteration" = 2\n"engine.checkpoint_every" = 1'
+    sweep = _faulty_sweep(sweep_file, tmp_path, settings, "[0]")
     out = tmp_path / "out"
     assert main(["sweep", str(sweep), "--out", str(out)]) == 1
     trial = out / "max_restarts0"
