@@ -513,7 +513,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         trial_cpus=args.trial_cpus,
     )
-    return print_outcome(result, args.sweep, args.trial_cpus)
+    return print_outcome(result, args.sweep, args.trial_cpus, address)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

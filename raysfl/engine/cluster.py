@@ -65,8 +65,10 @@ def ensure_ray(address: str | None) -> None:
         ray.init(address=address, **kwargs)
     except ConnectionError as err:
         raise ClusterUnreachableError(
-            f"could not join the Ray cluster at --address {address}: {err} Start one with "
-            "`ray start --head`, or drop --address and unset RAY_ADDRESS to run on an embedded local Ray."
+            f"could not join the Ray cluster at --address {address}: {str(err).rstrip('. ')}. If no cluster "
+            "runs there, start one with `ray start --head`; if one does, check that this machine may join it "
+            "(a cluster with token authentication needs RAY_AUTH_MODE=token here too); or drop --address and "
+            "unset RAY_ADDRESS to run on an embedded local Ray."
         ) from None
 
 

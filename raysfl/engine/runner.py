@@ -343,8 +343,9 @@ def run(
             restarts += 1
             latest = load_latest(ck_dir)
             if restarts > sc.engine.max_restarts:
+                on = f" --address {address}" if address else ""
                 then = (
-                    f"continue it from {Path(latest['path']).name} with `raysfl run --resume {out}`"
+                    f"continue it from {Path(latest['path']).name} with `raysfl run --resume {out}{on}`"
                     if latest
                     else "it has no checkpoint to continue from (engine.checkpoint_every), so run it again"
                 )

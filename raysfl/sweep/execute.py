@@ -346,10 +346,13 @@ def _new_tuner(
     )
 
 
-def print_outcome(result: SweepResult, sweep_path: str, trial_cpus: float | None = None) -> int:
+def print_outcome(
+    result: SweepResult, sweep_path: str, trial_cpus: float | None = None, address: str | None = None
+) -> int:
     """Print what became of the trials; the exit status (0 all finished, 1 some failed, 130 unfinished).
 
-    The command it suggests for unfinished trials repeats ``--trial-cpus`` when the sweep was given it.
+    The command it suggests for unfinished trials repeats ``--trial-cpus`` and ``--address`` when the sweep
+    was given them.
     """
     print(f"sweep: {len(result.finished)} trial(s) finished, outputs in {result.out}")
     for name, error in result.failed.items():
@@ -364,7 +367,8 @@ def print_outcome(result: SweepResult, sweep_path: str, trial_cpus: float | None
         print(
             f"sweep: {len(result.unfinished)} trial(s) unfinished: {', '.join(result.unfinished)}; "
             f"continue with `raysfl sweep {sweep_path} --out {result.out} --resume"
-            + (f" --trial-cpus {trial_cpus:g}`" if trial_cpus is not None else "`"),
+            + (f" --trial-cpus {trial_cpus:g}" if trial_cpus is not None else "")
+            + (f" --address {address}`" if address else "`"),
             file=sys.stderr,
         )
     if result.failed:

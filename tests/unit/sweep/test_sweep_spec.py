@@ -217,6 +217,8 @@ def test_trial_cpus_scales_every_bundle_to_that_total_and_packs_more_trials(tmp_
     unfinished = SweepResult(tmp_path / "o", finished=[], failed={}, unfinished=["gas_seed1"])
     assert print_outcome(unfinished, "s.toml", 1.0) == 130
     assert "--out " + str(tmp_path / "o") + " --resume --trial-cpus 1`" in capsys.readouterr().err
+    assert print_outcome(unfinished, "s.toml", 1.0, "10.0.0.5:6379") == 130  # a cluster's sweep: on it again
+    assert " --resume --trial-cpus 1 --address 10.0.0.5:6379`" in capsys.readouterr().err
     for bad in ("0", "-1", "nan", "inf"):
         assert main(["sweep", str(path), "--dry-run", "--trial-cpus", bad]) == 2
         err = capsys.readouterr().err
