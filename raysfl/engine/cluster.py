@@ -20,7 +20,7 @@ from typing import Any
 import ray
 
 from raysfl.engine import reaper
-from raysfl.engine.ray_backend import RayDispatcher
+from raysfl.engine.ray_backend import RayDispatcher, remove_reservation
 
 _EMBEDDED: dict[str, Any] = {}  # the local Ray that ensure_ray started: its process marker and watchdog
 
@@ -155,16 +155,36 @@ def pool_of_client(num_clients: int, num_pools: int) -> Any:
     return lambda client: client * num_pools // num_clients
 
 
-def actor_options(n_pools: int, server_device: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Ray options of the server and of each pool.
+def cpu_share(node_cpus: list[float], actors: int) -> float:
+    """The largest CPU share (at most 1) of which ``actors`` bundles fit on nodes with ``node_cpus`` CPUs.
+
+    Shares of the cluster's total can fail to fit node by node: 5 actors of 0.8 CPU on two 2-CPU nodes
+    (two per node). Which share an actor reserves never changes a run's numbers (its threads are fixed).
+
+    Example:
+        >>> cpu_share([2.0, 2.0], 5), cpu_share([2.0, 2.0], 3), cpu_share([4.0], 9)
+        (0.6666666666666666, 1.0, 0.4444444444444444)
+    """
+    cpus = [c for c in node_cpus if c > 0] or [1.0]
+    candidates = sorted({1.0, *(c / m for c in cpus for m in range(1, actors + 1))}, reverse=True)
+    for share in candidates:
+        if share <= 1.0 and sum(math.floor(c / share + 1e-9) for c in cpus) >= actors:
+            return share
+    return min(cpus) / actors
+
+
+def actor_options(n_pools: int, server_device: str) -> tuple[dict[str, Any], list[dict[str, Any]], Any]:
+    """Ray options of the server and of each pool, and the placement group this run reserved (or None).
 
     Inside a placement group (a sweep trial, :mod:`raysfl.sweep.resources`: bundle 0 the driver, 1 the
     server, 2.. the pools) each actor goes into its own bundle and asks for exactly that bundle's
-    resources. Otherwise the actors share the cluster's CPUs (at most one each), pools are spread over the
-    nodes, and the server takes a GPU when the cluster has one and ``server_device`` allows it.
+    resources. Otherwise the run reserves a placement group of its own, one bundle per actor, all at once
+    (:func:`reserve`): the actors share the cluster's CPUs (at most one each, a share that fits node by
+    node), pools are spread over the nodes, and the server takes a GPU when the cluster has one and
+    ``server_device`` allows it. A server that must have a GPU and would get none is refused first
+    (:func:`check_server_gpu`).
     """
     from ray.util.placement_group import get_current_placement_group
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     pg = get_current_placement_group()
     if pg is not None:
@@ -174,22 +194,105 @@ def actor_options(n_pools: int, server_device: str) -> tuple[dict[str, Any], lis
                 f"the trial's placement group has {len(bundles)} bundles; this run needs {n_pools + 2} "
                 "(driver, server, one per pool)"
             )
+        server = _in_bundle(pg, 1)
+        check_server_gpu(server_device, server)
+        return server, [_in_bundle(pg, 2 + i) for i in range(n_pools)], None
+    use_gpu = server_device != "cpu" and ray.cluster_resources().get("GPU", 0) >= 1
+    check_server_gpu(server_device, {"num_gpus": 1.0 if use_gpu else 0.0})
+    while True:  # shares of the nodes alive now; shared again should the cluster shrink while waiting
+        try:
+            own = _reserve_shares(n_pools, use_gpu)
+        except _ClusterShrankError:
+            continue
+        return _in_bundle(own, n_pools), [_in_bundle(own, i) for i in range(n_pools)], own
 
-        def in_bundle(i: int) -> dict[str, Any]:
-            strategy = PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i)
-            spec = bundles[i]
-            return {
-                "num_cpus": spec.get("CPU", 0.0),
-                "num_gpus": spec.get("GPU", 0.0),
-                "scheduling_strategy": strategy,
-            }
 
-        return in_bundle(1), [in_bundle(2 + i) for i in range(n_pools)]
-    resources = ray.cluster_resources()
-    cpu = min(1.0, float(resources.get("CPU", 1.0)) / (n_pools + 1))
-    use_gpu = server_device != "cpu" and resources.get("GPU", 0) >= 1
-    server = {"num_cpus": cpu, "num_gpus": 1 if use_gpu else 0}
-    return server, [{"num_cpus": cpu, "scheduling_strategy": "SPREAD"} for _ in range(n_pools)]
+class _ClusterShrankError(Exception):
+    """A reservation no longer fits the nodes alive (a node was lost while it waited)."""
+
+
+def _alive_cpus() -> list[float]:
+    """The CPU count of every node the cluster holds alive."""
+    return [float(n.get("Resources", {}).get("CPU", 0.0)) for n in ray.nodes() if n.get("Alive")]
+
+
+def _reserve_shares(n_pools: int, use_gpu: bool) -> Any:
+    """Reserve the pools and the server, each a :func:`cpu_share` of the nodes alive now."""
+    cpu = cpu_share(_alive_cpus(), n_pools + 1)
+    # The pools' bundles first: with the server's first, Ray's SPREAD put both pools of a two-node test on
+    # one node (tests/integration/test_multinode.py); in this order they land on distinct nodes.
+    server_bundle = {"CPU": cpu, **({"GPU": 1.0} if use_gpu else {})}
+    return reserve([*({"CPU": cpu} for _ in range(n_pools)), server_bundle])
+
+
+def _in_bundle(pg: Any, i: int) -> dict[str, Any]:
+    """Actor options that put an actor in bundle ``i`` of ``pg``, asking for exactly its resources."""
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    spec = pg.bundle_specs[i]
+    return {
+        "num_cpus": spec.get("CPU", 0.0),
+        "num_gpus": spec.get("GPU", 0.0),
+        "scheduling_strategy": PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i),
+    }
+
+
+RESERVE_NOTE_S = 10.0  # how long a reservation waits before it says what it waits for (then every minute)
+
+
+def reserve(bundles: list[dict[str, float]], note_after_s: float = RESERVE_NOTE_S) -> Any:
+    """Reserve one bundle per actor at once (a placement group, spread over the nodes) and wait for it.
+
+    All or nothing: two drivers on one cluster can no longer each hold part of what they need and wait
+    for the other forever. While the cluster is busy, the wait says what it waits for after
+    ``note_after_s`` and then every minute; ^C ends it. Bundles that no longer fit the nodes alive (one was
+    lost) end the wait with :class:`_ClusterShrankError`, so the caller shares the remaining nodes again.
+    """
+    from ray.util.placement_group import placement_group
+
+    pg = placement_group(bundles, strategy="SPREAD")
+    ready, waited, note_at = pg.ready(), 0.0, note_after_s
+    try:
+        while not ray.wait([ready], timeout=1.0)[0]:
+            waited += 1.0
+            if not _fits(bundles, _alive_cpus()):
+                raise _ClusterShrankError
+            if waited >= note_at:
+                note_at += 60.0
+                free = {
+                    k: round(float(v), 2) for k, v in ray.available_resources().items() if k in ("CPU", "GPU")
+                }
+                print(
+                    f"raysfl: waiting {waited:.0f} s for the cluster to reserve this run's actors "
+                    f"({_describe(bundles)}); free now: {free or 'nothing'}. Other runs may hold the CPUs, "
+                    "or a lost node is not yet noticed; ^C stops waiting.",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    except BaseException:
+        remove_reservation(pg)
+        raise
+    return pg
+
+
+def _fits(bundles: list[dict[str, float]], node_cpus: list[float]) -> bool:
+    """Whether the bundles' CPUs fit the nodes one by one (first fit, largest first)."""
+    free = sorted(node_cpus, reverse=True)
+    for need in sorted((b.get("CPU", 0.0) for b in bundles), reverse=True):
+        at = next((i for i, c in enumerate(free) if c + 1e-9 >= need), None)
+        if at is None:
+            return False
+        free[at] -= need
+    return True
+
+
+def _describe(bundles: list[dict[str, float]]) -> str:
+    """``1 × CPU 0.67, GPU 1; 4 × CPU 0.67``: what a reservation asks for."""
+    counts: dict[str, int] = {}
+    for b in bundles:
+        key = ", ".join(f"{k} {v:g}" for k, v in sorted(b.items()))
+        counts[key] = counts.get(key, 0) + 1
+    return "; ".join(f"{n} × {key}" for key, n in counts.items())
 
 
 def check_server_gpu(server_device: str, server_options: dict[str, Any]) -> None:
@@ -225,17 +328,23 @@ def ray_dispatcher(prep: Any, address: str | None) -> RayDispatcher:
     eng = sc.engine
     k = sc.federation.num_clients
     n_pools = pool_count(k, eng.pools, eng.clients_per_pool)
-    server_opts, pool_opts = actor_options(n_pools, eng.server_device)
-    check_server_gpu(eng.server_device, server_opts)
-    ds = prep.dataset
-    train_x, train_y = ray.put(ds.train_x), ray.put(ds.train_y)
-    test_x, test_y = ray.put(ds.test_x), ray.put(ds.test_y)
-    server = Server.options(**server_opts).remote(
-        prep.setup, test_x, test_y, prep.transform, eng.server_device, eng.server_threads
-    )
-    pools = [
-        ClientPool.options(**opts).remote(prep.setup, train_x, train_y, prep.transform, eng.torch_threads)
-        for opts in pool_opts
-    ]
-    scale = eng.time_scale if eng.clock == "realtime" else None
-    return RayDispatcher(pools, pool_of_client(k, n_pools), server, eng.max_inflight, scale, eng.placement)
+    server_opts, pool_opts, reserved = actor_options(n_pools, eng.server_device)
+    try:
+        ds = prep.dataset
+        train_x, train_y = ray.put(ds.train_x), ray.put(ds.train_y)
+        test_x, test_y = ray.put(ds.test_x), ray.put(ds.test_y)
+        server = Server.options(**server_opts).remote(
+            prep.setup, test_x, test_y, prep.transform, eng.server_device, eng.server_threads
+        )
+        pools = [
+            ClientPool.options(**opts).remote(prep.setup, train_x, train_y, prep.transform, eng.torch_threads)
+            for opts in pool_opts
+        ]
+        scale = eng.time_scale if eng.clock == "realtime" else None
+        return RayDispatcher(
+            pools, pool_of_client(k, n_pools), server, eng.max_inflight, scale, eng.placement, reserved
+        )
+    except BaseException:
+        if reserved is not None:
+            remove_reservation(reserved)  # kills what was started in it
+        raise

@@ -88,10 +88,14 @@ class RayDispatcher:
         max_inflight: int,
         time_scale: float | None = None,
         placement: str = "blocks",
+        reservation: Any = None,
     ) -> None:
         if placement not in PLACEMENTS:
             raise ValueError(f"engine.placement must be one of {PLACEMENTS}, got {placement!r}")
         self.time_scale = time_scale
+        self.reservation = (
+            reservation  # the placement group the run reserved for its actors (None: a trial's)
+        )
         self.pools = pools
         self.pool_of = pool_of
         self.balancer: LeastLoaded | None = None
@@ -99,7 +103,9 @@ class RayDispatcher:
         self.carried: dict[int, ray.ObjectRef] = {}  # roaming client -> its state, as its last call left it
         self._last_pool: dict[int, int] = {}
         if placement == "least-loaded" and len(pools) > 1:
-            if ray.get(pools[0].clients_roam.remote()):
+            with _lost_workers():  # a fresh pool can die at once (its node was lost and is not yet marked)
+                roam = ray.get(pools[0].clients_roam.remote())
+            if roam:
                 self.balancer = LeastLoaded(len(pools), _finished)
                 self.pool_placement = "least-loaded"
             else:
@@ -254,8 +260,9 @@ class RayDispatcher:
         With least-loaded placement also the calls each pool was given and how often a client's call went
         to another pool than its previous one.
         """
-        server = ray.get(self.server.describe.remote())
-        nodes = ray.get([p.node_id.remote() for p in self.pools])
+        with _lost_workers():
+            server = ray.get(self.server.describe.remote())
+            nodes = ray.get([p.node_id.remote() for p in self.pools])
         out = {**server, "pool_nodes": nodes, "pool_placement": self.pool_placement}
         if self.balancer is not None:
             out["pool_calls"] = list(self.balancer.calls)
@@ -287,6 +294,16 @@ class RayDispatcher:
         for actor in [*self.pools, self.server]:
             with suppress(*_LOST):  # already dead
                 ray.kill(actor)
+        if self.reservation is not None:
+            remove_reservation(self.reservation)
+
+
+def remove_reservation(pg: Any) -> None:
+    """Give a run's placement group back (its actors end with it); nothing if it is already gone."""
+    from ray.util.placement_group import remove_placement_group
+
+    with suppress(Exception):  # already removed, or the cluster is gone
+        remove_placement_group(pg)
 
 
 TASK_EVENT_FLUSH_S = 2.0

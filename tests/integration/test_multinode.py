@@ -1,5 +1,7 @@
 """Determinism on a local multi-node cluster (two raylets on this machine, ray.cluster_utils.Cluster)."""
 
+import contextlib
+
 import pyarrow.parquet as pq
 import pytest
 
@@ -143,3 +145,51 @@ def test_the_server_goes_to_the_gpu_node_and_the_pools_stay_off_it(gpu_on_anothe
         pq.read_table(out / "events.parquet").to_pylist()
         == pq.read_table(local / "events.parquet").to_pylist()
     )
+
+
+def _kill_node(node) -> None:
+    """SIGKILL a raylet and every process it started (its workers), as a machine that is lost."""
+    import psutil
+
+    raylet = psutil.Process(node.all_processes["raylet"][0].process.pid)
+    for proc in [*raylet.children(recursive=True), raylet]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+
+
+def test_a_run_that_loses_a_node_restarts_on_the_others_and_ends_as_if_undisturbed(tmp_path):
+    """The lost node's pool dies mid-run; the restart reserves its actors on the remaining node (a fresh
+    actor on the dying node used to end the run with Ray's ActorDiedError, restarts unused)."""
+    import threading
+    import time
+
+    import ray
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
+    worker = cluster.add_node(num_cpus=2)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)
+    try:
+        long = ["train.global_iterations=8", "train.local_iterations=6", "engine.checkpoint_every=1"]
+        local, out = tmp_path / "local", tmp_path / "cluster"
+        run(scenario_from_dict(TINY, long), local, backend="local")
+        done: list = []
+        sc = scenario_from_dict(TINY, [*long, "engine.pools=2", "engine.max_restarts=3"])
+        thread = threading.Thread(target=lambda: done.append(run(sc, out, backend="ray")), daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 120
+        while not list((out / "checkpoints").glob("ckpt-*.pt")):
+            assert thread.is_alive() and time.monotonic() < deadline, "no checkpoint before the node loss"
+            time.sleep(0.1)
+        _kill_node(worker)  # as a machine lost: the cluster notices only by missed health checks
+        thread.join(timeout=300)
+        assert done, "the run did not finish after the node loss"
+        assert done[0]["restarts"] >= 1
+        assert len(set(done[0]["placement"]["pool_nodes"])) == 1  # the restarted pools share the head node
+        assert _metrics(out) == _metrics(local)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()

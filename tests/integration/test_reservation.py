@@ -1,0 +1,85 @@
+"""A run reserves its actors all at once (a placement group), says what it waits for, and gives it back.
+
+Reserving actor by actor let two drivers on one cluster each hold part of what they needed and wait for
+the other forever, silently; and shares of the cluster's total CPUs could fit in total but not node by
+node (a cluster audit found both).
+"""
+
+import contextlib
+import threading
+import time
+
+import pytest
+
+from raysfl.engine.cluster import cpu_share, reserve
+from raysfl.engine.runner import run
+from raysfl.scenario import scenario_from_dict
+
+TINY = {
+    "name": "tiny",
+    "data": {"dataset": "synthetic", "partition": "iid", "synthetic_train": 300, "synthetic_test": 100},
+    "model": {"name": "lenet5"},
+    "federation": {"num_clients": 4, "active_clients": 2},
+    "train": {"global_iterations": 2, "local_iterations": 2, "batch_size": 16},
+    "algorithm": {"name": "fedavg"},
+    "metrics": {"progress": False, "tensorboard": False},
+}
+
+
+@pytest.mark.parametrize(
+    "nodes, actors, share",
+    [
+        ([2.0, 2.0], 3, 1.0),
+        ([2.0, 2.0], 5, 2 / 3),
+        ([2.0, 2.0], 9, 0.4),
+        ([4.0], 9, 4 / 9),
+        ([1.0, 8.0], 2, 1.0),
+    ],
+)
+def test_the_cpu_share_fits_node_by_node(nodes, actors, share):
+    got = cpu_share(nodes, actors)
+    assert got == pytest.approx(share)
+    assert sum(int(c / got + 1e-9) for c in nodes) >= actors  # every actor's bundle fits on some node
+
+
+def test_the_old_share_of_the_total_did_not_fit_node_by_node():
+    total_share = 4.0 / 5  # 5 actors on two 2-CPU nodes
+    assert sum(int(c / total_share) for c in (2.0, 2.0)) == 2 * 2 < 5  # what hung the audit's run
+    assert cpu_share([2.0, 2.0], 5) < total_share
+
+
+def test_a_run_gives_its_reservation_back(ray_session, tmp_path):
+    from ray.util import placement_group_table
+
+    before = set(placement_group_table())
+    run(scenario_from_dict(TINY, ["engine.pools=2"]), tmp_path / "out", backend="ray")
+    new = {pg: info for pg, info in placement_group_table().items() if pg not in before}
+    assert len(new) == 1  # one group for the server and both pools
+    (info,) = new.values()
+    assert info["state"] == "REMOVED" and len(info["bundles"]) == 3
+
+
+def test_a_reservation_waits_for_busy_cpus_and_says_what_it_waits_for(ray_session, capsys):
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    total = ray_session.cluster_resources()["CPU"]
+    other = placement_group([{"CPU": total}])  # another driver holding every CPU
+    got: list = []
+    try:
+        ray_session.get(other.ready(), timeout=60)  # once earlier tests' actors have let go
+        waiting = threading.Thread(
+            target=lambda: got.append(reserve([{"CPU": 1.0}], note_after_s=1.0)), daemon=True
+        )
+        waiting.start()
+        time.sleep(3.0)
+        assert waiting.is_alive() and not got  # it waits: it holds nothing and takes nothing
+        remove_placement_group(other)  # the other run ends
+        waiting.join(timeout=30)
+        assert got, "the reservation did not follow once the CPUs were free"
+    finally:  # never leave the session's CPUs held: every later run would wait for them
+        for pg in [other, *got]:
+            with contextlib.suppress(Exception):
+                remove_placement_group(pg)
+    err = capsys.readouterr().err
+    assert "raysfl: waiting" in err and "s for the cluster to reserve this run's actors (1 × CPU 1)" in err
+    assert "free now: " in err and "not yet noticed; ^C stops waiting" in err
