@@ -93,9 +93,7 @@ class RayDispatcher:
         if placement not in PLACEMENTS:
             raise ValueError(f"engine.placement must be one of {PLACEMENTS}, got {placement!r}")
         self.time_scale = time_scale
-        self.reservation = (
-            reservation  # the placement group the run reserved for its actors (None: a trial's)
-        )
+        self.reservation = reservation  # the run's own placement group (None: in a sweep trial's)
         self.pools = pools
         self.pool_of = pool_of
         self.balancer: LeastLoaded | None = None
