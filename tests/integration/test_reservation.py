@@ -15,15 +15,7 @@ from raysfl.engine.cluster import cpu_share, reserve
 from raysfl.engine.runner import run
 from raysfl.scenario import scenario_from_dict
 
-TINY = {
-    "name": "tiny",
-    "data": {"dataset": "synthetic", "partition": "iid", "synthetic_train": 300, "synthetic_test": 100},
-    "model": {"name": "lenet5"},
-    "federation": {"num_clients": 4, "active_clients": 2},
-    "train": {"global_iterations": 2, "local_iterations": 2, "batch_size": 16},
-    "algorithm": {"name": "fedavg"},
-    "metrics": {"progress": False, "tensorboard": False},
-}
+from .test_roaming_clients import FEDAVG
 
 
 @pytest.mark.parametrize(
@@ -52,7 +44,7 @@ def test_a_run_gives_its_reservation_back(ray_session, tmp_path):
     from ray.util import placement_group_table
 
     before = set(placement_group_table())
-    run(scenario_from_dict(TINY, ["engine.pools=2"]), tmp_path / "out", backend="ray")
+    run(scenario_from_dict(FEDAVG, ["engine.pools=2"]), tmp_path / "out", backend="ray")
     new = {pg: info for pg, info in placement_group_table().items() if pg not in before}
     assert len(new) == 1  # one group for the server and both pools
     (info,) = new.values()
