@@ -166,11 +166,10 @@ def cpu_share(node_cpus: list[float], actors: int) -> float:
         (0.6666666666666666, 1.0, 0.4444444444444444)
     """
     cpus = [c for c in node_cpus if c > 0] or [1.0]
+    # The largest share that fits is a node's CPUs over a whole number of actors (or 1); the largest node
+    # over all the actors always fits.
     candidates = sorted({1.0, *(c / m for c in cpus for m in range(1, actors + 1))}, reverse=True)
-    for share in candidates:
-        if share <= 1.0 and sum(math.floor(c / share + 1e-9) for c in cpus) >= actors:
-            return share
-    return min(cpus) / actors
+    return next(s for s in candidates if s <= 1.0 and _fits([{"CPU": s}] * actors, cpus))
 
 
 def actor_options(n_pools: int, server_device: str) -> tuple[dict[str, Any], list[dict[str, Any]], Any]:
