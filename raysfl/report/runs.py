@@ -189,19 +189,20 @@ def _sweep_trials(folder: Path) -> dict[str, dict[str, Any]]:
     return trials if isinstance(trials, dict) else {}
 
 
-def _candidates(path: Path) -> Iterable[Path]:
+def _candidates(path: Path, sweeps: dict[Path, dict[str, dict[str, Any]]]) -> Iterable[Path]:
     """Run directories at or below ``path`` (those holding config.toml), skipping Tune's own folder.
 
-    A sweep's trials come in its file's order (``sweep.json``), so a report lists methods and settings as
-    the sweep file names them; other folders come after them, by name.
+    A sweep's trials come in its file's order (``sweep.json``, read into ``sweeps`` for the caller), so a
+    report lists methods and settings as the sweep file names them; other folders come after them, by name.
     """
     if (path / "config.toml").is_file():
         yield path
         return
-    rank = {name: i for i, name in enumerate(_sweep_trials(path))}
+    sweeps[path] = _sweep_trials(path)
+    rank = {name: i for i, name in enumerate(sweeps[path])}
     children = [p for p in path.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))]
     for child in sorted(children, key=lambda p: (rank.get(p.name, len(rank)), p.name)):
-        yield from _candidates(child)
+        yield from _candidates(child, sweeps)
 
 
 def error_head(message: str) -> str:
@@ -251,7 +252,7 @@ def find_runs(paths: Sequence[str | Path]) -> tuple[list[Run], list[tuple[Path, 
             raise FileNotFoundError(f"{root}: no such directory")
         seen: set[Path] = set()
         sweeps: dict[Path, dict[str, dict[str, Any]]] = {}  # each sweep.json read once
-        for run_dir in _candidates(root):
+        for run_dir in _candidates(root, sweeps):
             seen.add(run_dir)
             if run_dir.parent not in sweeps:
                 sweeps[run_dir.parent] = _sweep_trials(run_dir.parent)
