@@ -25,7 +25,7 @@ def _scenario(algorithm: str, seed: int, partition: str = "shard", params: dict 
         "seed": seed,
         "data": {"dataset": "fashion-mnist", "partition": partition},
         "algorithm": {"name": algorithm, "params": params or {}},
-        "engine": {"pools": seed},  # engine.* never splits a group
+        "engine": {"pools": seed},  # the pool count never splits a group
         "reference": {"accuracy": 90.66, "std": 0.2, "source": "GAS Table 1"} if algorithm == "gas" else {},
     }
 
