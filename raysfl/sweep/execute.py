@@ -214,23 +214,41 @@ def trials_to_run(names: list[str], out: Path, resume: bool) -> list[str]:
     return [n for n in names if not resume or _trial_status(out, n) != "finished"]
 
 
-def write_status(out: Path, plan_doc: dict[str, Any], failed: dict[str, str]) -> SweepResult:
-    """Record every trial's status in ``OUT/sweep.json``; return them."""
-    doc = json.loads(json.dumps(plan_doc))
-    for name, entry in doc["trials"].items():
-        entry["status"] = _trial_status(out, name)
-        if entry["status"] != "finished" and name in failed:
-            entry["status"], entry["error"] = "failed", failed[name]
-    tmp = out / (SWEEP_STATUS + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    os.replace(tmp, out / SWEEP_STATUS)  # whole or not at all, should the driver be killed meanwhile
-    trials = doc["trials"]
-    return SweepResult(
-        out,
-        finished=[n for n, t in trials.items() if t["status"] == "finished"],
-        failed={n: t["error"] for n, t in trials.items() if t["status"] == "failed"},
-        unfinished=[n for n, t in trials.items() if t["status"] == "unfinished"],
-    )
+class StatusFile:
+    """``OUT/sweep.json``: the plan with every trial's status, rewritten whole each time a trial ends.
+
+    A trial's ``summary.json`` is read until it says the trial finished; from then on the status is
+    remembered, so a sweep of n trials reads O(n) summaries per rewrite only while they are unfinished.
+    """
+
+    def __init__(self, out: Path, plan_doc: dict[str, Any]) -> None:
+        self.out = out
+        self.plan_doc = plan_doc
+        self.failed: dict[str, str] = {}  # trial name -> its error (:func:`_root_cause`)
+        self._finished: set[str] = set()
+
+    def _status(self, name: str) -> str:
+        if name not in self._finished and _trial_status(self.out, name) == "finished":
+            self._finished.add(name)
+        return "finished" if name in self._finished else "unfinished"
+
+    def write(self) -> SweepResult:
+        """Record every trial's status (a failed trial's with its error); return them."""
+        doc = json.loads(json.dumps(self.plan_doc))
+        for name, entry in doc["trials"].items():
+            entry["status"] = self._status(name)
+            if entry["status"] != "finished" and name in self.failed:
+                entry["status"], entry["error"] = "failed", self.failed[name]
+        tmp = self.out / (SWEEP_STATUS + ".tmp")
+        tmp.write_text(json.dumps(doc, indent=2) + "\n")
+        os.replace(tmp, self.out / SWEEP_STATUS)  # whole or not at all, should the driver be killed meanwhile
+        trials = doc["trials"]
+        return SweepResult(
+            self.out,
+            finished=[n for n, t in trials.items() if t["status"] == "finished"],
+            failed={n: t["error"] for n, t in trials.items() if t["status"] == "failed"},
+            unfinished=[n for n, t in trials.items() if t["status"] == "unfinished"],
+        )
 
 
 def run_sweep(
@@ -267,7 +285,8 @@ def run_sweep(
     if resume:
         _check_same_sweep(out, plan_doc)
     out.mkdir(parents=True, exist_ok=True)
-    write_status(out, plan_doc, {})
+    status = StatusFile(out, plan_doc)
+    status.write()
     resolved_data = data_dir or os.environ.get("RAYSFL_DATA")
     tasks = {
         t.name: TrialTask(
@@ -287,33 +306,48 @@ def run_sweep(
     trainable = tune.with_resources(tune.with_parameters(run_trial, tasks=tasks), resources)
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")  # no Tune TensorBoard files beside ours
     todo = trials_to_run([t.name for t in sweep.trials], out, resume)
-    failed: dict[str, str] = {}
     if not todo:
-        return write_status(out, plan_doc, failed)
-    grid = _new_tuner(trainable, todo, out, max_concurrent, verbose, _status_keeper(out, plan_doc)).fit()
+        return status.write()
+    grid = _new_tuner(trainable, todo, out, max_concurrent, verbose, _status_keeper(status)).fit()
     for i in range(len(grid)):
         result = grid[i]
         if result.error is not None and result.config:
-            failed[result.config["trial"]] = _root_cause(result.error)
-    return write_status(out, plan_doc, failed)
+            status.failed[result.config["trial"]] = _root_cause(result.error)
+    return status.write()
 
 
-def _status_keeper(out: Path, plan_doc: dict[str, Any]) -> Any:
-    """A Tune callback that rewrites ``sweep.json`` whenever a trial ends.
+def _status_keeper(status: StatusFile) -> Any:
+    """A Tune callback that rewrites ``sweep.json`` whenever a trial ends, a failed one with its error.
 
-    So the file says which trials finished even when the driver is killed; the errors of failed trials are
-    recorded when the sweep ends.
+    So the file says which trials finished, and why others failed, even when the driver is killed.
     """
     from ray import tune
 
     class KeepStatus(tune.Callback):
         def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
-            write_status(out, plan_doc, {})
+            status.write()
 
         def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
-            write_status(out, plan_doc, {})
+            status.failed[str(trial.config["trial"])] = _trial_error(trial)
+            status.write()
 
     return KeepStatus()
+
+
+def _trial_error(trial: Any) -> str:
+    """The error a failed Tune trial recorded, as :func:`_root_cause` states it (its text if not pickled).
+
+    Read from the trial's local files, which Tune writes before it calls back (its storage copy comes later).
+    """
+    import pickle
+
+    pickled = trial.pickled_error_file
+    if pickled and os.path.isfile(pickled):
+        with open(pickled, "rb") as f:
+            return _root_cause(pickle.load(f))  # noqa: S301 - Tune's own file, written by this driver
+    text = Path(trial.error_file).read_text() if trial.error_file and os.path.isfile(trial.error_file) else ""
+    lines = text.strip().splitlines()
+    return lines[-1][:MAX_ERROR_CHARS] if lines else "the trial failed without recording an error"
 
 
 def _new_tuner(

@@ -214,6 +214,34 @@ def test_a_failing_trial_is_recorded_and_the_others_go_on(ray_session, sweep_fil
     assert "max_restarts0`: failed: RunFailedError" in text
 
 
+def test_a_failure_is_in_sweep_json_while_the_sweep_goes_on(sweep_file, tmp_path):
+    """The first trial fails; sweep.json records it, with its error, while the second (long) trial still
+    runs, so a driver killed then leaves the reason behind, not an "unfinished" trial."""
+    sweep = tmp_path / "failing_first.sweep.toml"
+    sweep.write_text(
+        f'base = "{sweep_file.parent / "tiny.toml"}"\n[set]\n"engine.kill_pool_at_iteration" = 1\n'
+        '[link.case]\n"engine.max_restarts" = [0, 1]\n"train.global_iterations" = [3, 400]\n'
+        'label = ["fails", "long"]\n'
+    )
+    out = tmp_path / "out"
+    log = tmp_path / "sweep.log"
+    proc = _spawn(["sweep", str(sweep), "--out", str(out), "--max-concurrent", "1"], log)
+    deadline = time.monotonic() + 240
+    try:
+        while _recorded_status(out, "fails") != "failed":
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "sweep.json did not record the failure in time"
+            time.sleep(0.2)
+        assert proc.poll() is None  # the long trial still runs
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    time.sleep(2)  # the orphaned trial processes notice their raylet is gone
+    fails = json.loads((out / "sweep.json").read_text())["trials"]["fails"]
+    assert fails["error"].startswith("RunFailedError: ") and "engine.max_restarts = 0" in fails["error"]
+    assert _recorded_status(out, "long") == "unfinished"
+
+
 def test_a_failed_trial_continued_as_its_message_says_counts_in_the_report(
     ray_session, sweep_file, tmp_path, capsys
 ):

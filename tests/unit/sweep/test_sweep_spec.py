@@ -252,6 +252,37 @@ def test_resume_runs_the_unfinished_trials_in_the_plan_order(tmp_path):
     assert trials_to_run(names, tmp_path, resume=False) == names
 
 
+def test_the_status_file_reads_a_finished_trials_summary_once(tmp_path, monkeypatch):
+    """sweep.json is rewritten as each trial ends; a trial known to be finished is not read again, so n
+    trials cost n summary reads, not n²/2. The file still records every status and the failures."""
+    import json
+
+    from raysfl.report.runs import SWEEP_STATUS
+    from raysfl.sweep import execute
+
+    names = [f"seed{i}" for i in range(8)]
+    reads: dict[str, int] = dict.fromkeys(names, 0)
+    real = execute._trial_status
+
+    def counted(out: Path, name: str) -> str:
+        reads[name] += (out / name / "summary.json").is_file()
+        return real(out, name)
+
+    monkeypatch.setattr(execute, "_trial_status", counted)
+    status = execute.StatusFile(tmp_path, {"trials": {n: {} for n in names}})
+    status.write()
+    for name in names[:-1]:  # each trial ends, and the file is rewritten, one after another
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(json.dumps({"interrupted": False}))
+        status.write()
+    status.failed[names[-1]] = "RunFailedError: gave up"
+    result = status.write()
+    assert reads == {**dict.fromkeys(names[:-1], 1), names[-1]: 0}
+    assert result.finished == names[:-1] and result.failed == {names[-1]: "RunFailedError: gave up"}
+    recorded = json.loads((tmp_path / SWEEP_STATUS).read_text())["trials"]
+    assert recorded[names[-1]] == {"status": "failed", "error": "RunFailedError: gave up"}
+
+
 def _recorded_sweep(tmp_path: Path):
     """A sweep's plan as ``sweep.json`` records it, and its output folder."""
     import json
