@@ -198,12 +198,32 @@ def require_checkpoint_dir(run_dir: Path) -> Path:
         raise CheckpointError(f"--resume {run_dir}: no such run directory")
     ck_dir = run_dir / "checkpoints"
     if not checkpoint_files(ck_dir):
-        raise CheckpointError(
-            f"--resume {run_dir}: the run wrote no checkpoint (no ckpt-*.pt in {ck_dir}). "
-            "Checkpoints are written when engine.checkpoint_every > 0, e.g. `raysfl run SCENARIO "
-            "engine.checkpoint_every=5`."
-        )
+        every = _recorded_checkpoint_every(run_dir)
+        if every:
+            why = (
+                f"it stopped before its first one (engine.checkpoint_every = {every}: the first is written "
+                f"after global iteration {every}). Start it over with `raysfl run SCENARIO --out {run_dir} "
+                "--overwrite`."
+            )
+        else:
+            why = (
+                "checkpoints are written when engine.checkpoint_every > 0, e.g. `raysfl run SCENARIO "
+                "engine.checkpoint_every=5`."
+            )
+        none = f"the run wrote no checkpoint (no ckpt-*.pt in {ck_dir})"
+        raise CheckpointError(f"--resume {run_dir}: {none}; {why}")
     return ck_dir
+
+
+def _recorded_checkpoint_every(run_dir: Path) -> int:
+    """``engine.checkpoint_every`` as the run's ``config.toml`` records it (0 when it cannot be read)."""
+    from raysfl.run_files import RunDirError, read_config
+
+    try:
+        every = read_config(run_dir).get("engine", {}).get("checkpoint_every", 0)
+    except RunDirError:
+        return 0
+    return every if isinstance(every, int) and every > 0 else 0
 
 
 def require_checkpoint(run_dir: Path) -> dict[str, Any]:
@@ -227,17 +247,33 @@ def finished_summary(run_dir: Path) -> dict[str, Any] | None:
     return summary
 
 
+LOG_SWITCHES = {"events": "events.parquet", "tensorboard": "tb/"}  # metrics.* that a resume must keep
+
+
 def check_same_scenario(ck: dict[str, Any], scenario_doc: dict[str, Any], where: str) -> None:
-    """Refuse to resume ``ck`` with a scenario whose result-relevant fields differ."""
-    if ck["fingerprint"] == fingerprint(scenario_doc) or same_scenario(ck["scenario"], scenario_doc):
-        return
-    diff = differences(ck["scenario"], scenario_doc)
-    shown = "; ".join(diff[:6]) + (f"; and {len(diff) - 6} more" if len(diff) > 6 else "")
-    raise CheckpointError(
-        f"{where} was written by another scenario ({ck['scenario'].get('name', '?')!r}): {shown} "
-        "(checkpoint != given). Resume with `raysfl run --resume RUN_DIR` alone (the checkpoint stores its "
-        "scenario; engine.* overrides are allowed), or run the new scenario into a new --out directory."
-    )
+    """Refuse to resume ``ck`` with a scenario whose result-relevant fields differ, or with a log switched.
+
+    A log of :data:`LOG_SWITCHES` switched on would lack the rows before the checkpoint; one switched off
+    would keep the interrupted attempt's rows past it.
+    """
+    if ck["fingerprint"] != fingerprint(scenario_doc) and not same_scenario(ck["scenario"], scenario_doc):
+        diff = differences(ck["scenario"], scenario_doc)
+        shown = "; ".join(diff[:6]) + (f"; and {len(diff) - 6} more" if len(diff) > 6 else "")
+        raise CheckpointError(
+            f"{where} was written by another scenario ({ck['scenario'].get('name', '?')!r}): {shown} "
+            "(checkpoint != given). Resume with `raysfl run --resume RUN_DIR` alone (the checkpoint stores "
+            "its scenario; engine.* overrides are allowed), or run the new scenario into a new --out "
+            "directory."
+        )
+    for field, log in LOG_SWITCHES.items():
+        was = ck["scenario"].get("metrics", {}).get(field, True)
+        now = scenario_doc.get("metrics", {}).get(field, True)
+        if was != now:
+            raise CheckpointError(
+                f"metrics.{field}: {where} was written with metrics.{field} = {str(was).lower()}; a resume "
+                f"must keep it, or {log} would {'miss what came before' if now else 'keep rows past'} the "
+                "checkpoint. Resume without that override, or run the scenario into a new --out directory."
+            )
 
 
 class Checkpointer:

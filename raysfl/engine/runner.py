@@ -139,11 +139,24 @@ def check_out_dir(out: Path, *, resume: bool = False, overwrite: bool = False) -
         )
     held = [name for name in RUN_OUTPUTS if (out / name).exists()]
     if held:
-        finished = "a finished run" if (out / "summary.json").is_file() else "a run's outputs"
+        finished = "a run's outputs"
+        if finished_summary(out) is not None:
+            finished = "a finished run"
+        elif _interrupted(out):
+            finished = "an interrupted run without checkpoints"
         raise OutDirError(
             f"{out} already holds {finished} ({', '.join(held)}); nothing was changed in it. Choose another "
             "--out, or pass --overwrite to delete those outputs and run again."
         )
+
+
+def _interrupted(out: Path) -> bool:
+    """Whether ``out/summary.json`` is that of a run stopped by ^C."""
+    try:
+        summary = json.loads((out / "summary.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(summary, dict) and summary.get("interrupted") is True
 
 
 def clear_outputs(out: Path) -> None:
@@ -356,9 +369,9 @@ def run(
             ck = latest
             where = f"checkpoint {Path(ck['path']).name}" if ck else "the start (no checkpoint yet)"
             print(f"raysfl: {err}; restarting the workers from {where} (restart {restarts})", file=sys.stderr)
-        except Exception:
+        except BaseException:  # a refusal, or ^C while the workers start
             if restarts == 0 and ck is None and not _ran_anything(out):  # a fresh run's first attempt
-                clear_outputs(out)  # a run refused while it was set up leaves the folder free for the fix
+                clear_outputs(out)  # a run stopped while it was set up leaves the folder free to run again
             raise
     totals, placement, interrupted = attempt
     summary = summarize(totals, wall_before + time.monotonic() - wall0, interrupted, prep)

@@ -124,6 +124,60 @@ def test_a_finished_run_is_not_overwritten_unless_asked(capsys, tmp_path):
     assert (out / "notes.txt").read_text() == "keep me"  # only a run's own outputs are deleted
 
 
+class _CtrlCAt:
+    """A sink that stops the run as ^C does when evaluation ``iteration`` arrives."""
+
+    def __init__(self, iteration: int) -> None:
+        self.iteration = iteration
+
+    def on_event(self, row) -> None:
+        pass
+
+    def on_eval(self, row) -> None:
+        if row["iteration"] == self.iteration:
+            raise KeyboardInterrupt
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_run_interrupted_before_its_first_checkpoint_says_so_and_how_to_start_over(capsys, tmp_path):
+    """It was called "a finished run", and --resume said checkpoints need engine.checkpoint_every > 0,
+    which the run had set."""
+    from raysfl.engine import runner
+
+    scenario = _scenario(tmp_path / "s.toml", iterations=6)
+    out = tmp_path / "run"
+    sc = load_scenario(scenario, ["engine.checkpoint_every=4"])
+    summary = runner.run(sc, out, backend="local", extra_sinks=[_CtrlCAt(2)])
+    assert summary["interrupted"] and summary["global_iterations"] == 2
+    code, err = _run(capsys, str(scenario), "--out", str(out), "engine.checkpoint_every=4")
+    assert (
+        code == 2 and "already holds an interrupted run without checkpoints" in err and "--overwrite" in err
+    )
+    code, err = _run(capsys, "--resume", str(out))
+    assert code == 2
+    assert "it stopped before its first one (engine.checkpoint_every = 4: the first is written after " in err
+    assert f"`raysfl run SCENARIO --out {out} --overwrite`" in err
+    code, err = _run(capsys, str(scenario), "--out", str(out), "engine.checkpoint_every=4", "--overwrite")
+    assert code == 0, err
+
+
+def test_a_run_stopped_while_it_is_set_up_leaves_its_folder_free(tmp_path, monkeypatch):
+    """^C before the first evaluation (as the Ray actors start) left config.toml behind: the folder was
+    refused as used, and --resume had nothing to continue."""
+    from raysfl.engine import runner
+
+    def interrupted(prep):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "local_dispatcher", interrupted)
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(load_scenario(_scenario(tmp_path / "s.toml")), out, backend="local")
+    assert out.is_dir() and not any(out.iterdir())
+
+
 def test_two_runs_in_one_second_without_out_get_two_folders(tmp_path, monkeypatch):
     from datetime import datetime
 

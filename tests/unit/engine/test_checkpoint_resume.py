@@ -205,6 +205,26 @@ def test_resume_refuses_another_scenario_and_leaves_the_run_untouched(tmp_path, 
     assert before == {p: p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file()}
 
 
+@pytest.mark.parametrize(
+    ("switch", "value", "says"),
+    [("events", "false", "keep rows past"), ("tensorboard", "true", "miss what came before")],
+)
+def test_resume_refuses_to_switch_a_log_on_or_off(tmp_path, capsys, switch, value, says):
+    """metrics.* may change on resume, but a log switched on would lack the rows before the checkpoint, and
+    one switched off would keep the crashed attempt's rows past it: both were accepted silently."""
+    sc = scenario_from_dict(tiny("fedavg"))  # events on, TensorBoard off
+    runner.run(sc, tmp_path / "full", backend="local")
+    crashed = crash_after(tmp_path / "full", tmp_path / "crashed", "ckpt-000002.pt")
+    before = {p: p.read_bytes() for p in crashed.rglob("*") if p.is_file()}
+    code = main(["run", "--resume", str(crashed), f"metrics.{switch}={value}", "--backend", "local"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert f"metrics.{switch}: " in err and f"ckpt-000002.pt was written with metrics.{switch} = " in err
+    assert says in err and "Resume without that override" in err
+    assert before == {p: p.read_bytes() for p in crashed.rglob("*") if p.is_file()}
+    assert main(["run", "--resume", str(crashed), "metrics.progress=true", "--backend", "local"]) == 0
+
+
 def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path, capsys):
     sc = scenario_from_dict(tiny("fedbuff"))
     runner.run(sc, tmp_path / "full", backend="local")
