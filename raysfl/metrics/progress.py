@@ -19,7 +19,7 @@ def format_duration(seconds: float) -> str:
 
 
 class ProgressLine:
-    """Prints one line per evaluation (and at most every ``every_s`` wall seconds otherwise).
+    """Prints one line per evaluation (and at most every ``every_s`` wall seconds otherwise); resumable.
 
     The emulated time and the iteration shown are the latest reached so far, and the accuracy the latest
     evaluation's: an evaluation row carries its iteration and time, which can precede events already
@@ -30,12 +30,23 @@ class ProgressLine:
         self.total = total_iterations
         self.every_s = every_s
         self.stream = stream or sys.stderr
+        self.resume(None, [])
+
+    def resume(self, state: Any, evals: list[dict[str, Any]]) -> None:
+        """Go on from a checkpoint whose evaluations are ``evals`` (none: start over).
+
+        The line shows the run's iteration, emulated and wall time, as ``metrics.parquet`` does (wall time
+        from the last evaluation before the checkpoint); events/s and the ETA count only this process's
+        work, which is what the rest will take.
+        """
+        last = evals[-1] if evals else {}
         self._start = time.monotonic()
         self._events = 0
         self._last_print = 0.0
-        self._t = 0.0
-        self._acc: float | None = None
-        self._iteration = 0
+        self._t = float(last.get("t", 0.0))
+        self._acc = float(last["accuracy"]) if "accuracy" in last else None
+        self._iteration = self._base_iteration = int(last.get("iteration", 0))
+        self._wall_before = float(last.get("wall_s", 0.0))
 
     def on_event(self, row: Mapping[str, Any]) -> None:
         """Count events; print when the line is due."""
@@ -57,12 +68,13 @@ class ProgressLine:
         self._last_print = now
         wall = now - self._start
         rate = self._events / wall if wall > 0 else 0.0
-        done = self._iteration / self.total if self.total else 0.0
-        eta = format_duration(wall * (1 - done) / done) if done > 0 else "?"
+        done = self._iteration - self._base_iteration
+        left = max(self.total - self._iteration, 0)
+        eta = format_duration(wall * left / done) if done > 0 else "?"
         acc = f"{self._acc:.4f}" if self._acc is not None else "-"
         print(
             f"iter {self._iteration}/{self.total} | emulated {format_duration(self._t)} | acc {acc} | "
-            f"{rate:.0f} events/s | wall {format_duration(wall)} | ETA {eta}",
+            f"{rate:.0f} events/s | wall {format_duration(self._wall_before + wall)} | ETA {eta}",
             file=self.stream,
             flush=True,
         )

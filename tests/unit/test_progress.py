@@ -32,3 +32,19 @@ def test_the_iteration_never_runs_backwards_when_an_evaluation_arrives_late():
     line.on_event({"t": 50.0, "version": 9})
     line.on_eval({"iteration": 0, "t": 0.0, "accuracy": 0.1})  # on Ray: the first evaluation, late
     assert out.getvalue().splitlines()[-1].startswith("iter 9/60 | emulated 50s | acc 0.1000 |")
+
+
+def test_a_resumed_line_goes_on_from_the_checkpoint_and_times_only_what_is_left(monkeypatch):
+    """After a resume it printed ``wall 0s`` and an ETA of 0 s at iteration 50 of 120: the iterations
+    before the checkpoint counted as done in no time."""
+    import raysfl.metrics.progress as progress
+
+    clock = iter([990.0, 1000.0, 1010.0])  # built, resumed, then 10 wall seconds pass
+    monkeypatch.setattr(progress.time, "monotonic", lambda: next(clock))
+    out = io.StringIO()
+    line = ProgressLine(total_iterations=120, every_s=0.0, stream=out)
+    line.resume(None, [{"iteration": 40, "t": 600.0, "accuracy": 0.5, "wall_s": 300.0}])
+    line.on_eval({"iteration": 50, "t": 750.0, "accuracy": 0.6})
+    assert out.getvalue().splitlines()[-1] == (
+        "iter 50/120 | emulated 12m30s | acc 0.6000 | 0 events/s | wall 5m10s | ETA 1m10s"
+    )
