@@ -39,7 +39,6 @@ from typing import Any
 
 from raysfl.api import Policy
 from raysfl.config import dumps_toml
-from raysfl.engine.clock import RealtimeClock
 from raysfl.engine.loop import CheckpointingSink, ResumableSink
 from raysfl.engine.snapshot import SnapshotError, capture, check_tree, load_tree, rebuild, save_tree
 
@@ -354,9 +353,7 @@ class Checkpointer:
         A checkpoint taken at the event that stopped the run restores the coordinator as stopped, so the
         resumed run ends exactly where the uninterrupted one did.
         """
-        coordinator.clock.now = float(ck["t"])
-        if isinstance(coordinator.clock, RealtimeClock):
-            coordinator.clock.start_wall -= ck["t"] / coordinator.clock.time_scale
+        coordinator.clock.now = float(ck["t"])  # a realtime clock paces on from here (Coordinator.run)
         try:
             coordinator.queue.restore(rebuild(ck["queue"]))
             coordinator.totals = rebuild(ck["totals"])

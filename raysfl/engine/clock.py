@@ -38,6 +38,10 @@ class RealtimeClock(VirtualClock):
         self.max_lag_s = 0.0
         self.retry_s = 0.02 * time_scale  # 20 ms of wall time, in emulated seconds
 
+    def anchor(self) -> None:
+        """Pace from now on: the current emulated time is due now (a run's start, or its resume)."""
+        self.start_wall = time.monotonic() - self.now / self.time_scale
+
     def wait_until(self, t: float) -> None:
         """Sleep until the wall-clock moment of emulated time ``t``."""
         due = self.start_wall + t / self.time_scale

@@ -121,7 +121,9 @@ class Totals:
     bytes_down: int = 0
     evals: list[dict[str, Any]] = field(default_factory=list)
     stop_reason: str = ""
-    postponed: int = 0  # realtime mode: arrivals that were not there yet when due
+    postponed: int = 0  # realtime mode: arrivals taken after they were due (each counted once)
+    late_max_s: float = 0.0  # realtime mode: the most emulated seconds an arrival came after it was due
+    lag_max_s: float = 0.0  # realtime mode: the most wall seconds an event was released after its moment
 
 
 class Coordinator:
@@ -152,6 +154,7 @@ class Coordinator:
         self.totals = Totals()
         self.stopped = False
         self._wall0 = time.monotonic()
+        self._due: dict[Slot, float] = {}  # realtime mode: a postponed arrival's first due time
 
     def run(self, resumed: bool = False, after_event: Callable[[Coordinator], None] | None = None) -> Totals:
         """Run until the policy stops or no event is left; then deliver every outstanding report.
@@ -159,16 +162,22 @@ class Coordinator:
         ``resumed``: the state was restored from a checkpoint, so the policy is not started again.
         ``after_event`` is called after each event (checkpoints, fault injection).
         """
-        with profiling.section("coordinator"):
-            if not resumed:
-                self._apply(self.policy.start(), None)
-            while self.queue and not self.stopped:
-                self.step()
-                if after_event is not None:
-                    after_event(self)
-            if not self.stopped:
-                self.totals.stop_reason = "no more events"
-            self.drain()
+        if isinstance(self.clock, RealtimeClock):  # paced from here, not from the set-up before
+            self.clock.anchor()
+        try:
+            with profiling.section("coordinator"):
+                if not resumed:
+                    self._apply(self.policy.start(), None)
+                while self.queue and not self.stopped:
+                    self.step()
+                    if after_event is not None:
+                        after_event(self)
+                if not self.stopped:
+                    self.totals.stop_reason = "no more events"
+                self.drain()
+        finally:
+            if isinstance(self.clock, RealtimeClock):
+                self.totals.lag_max_s = max(self.totals.lag_max_s, self.clock.max_lag_s)
         return self.totals
 
     def elapsed_wall(self) -> float:
@@ -194,14 +203,15 @@ class Coordinator:
         ev = self.queue.pop()
         self.clock.advance(ev.t)
         awaits = ev.data.get("awaits") or ev.data.get("fetch")
-        if (
-            isinstance(self.clock, RealtimeClock)
-            and awaits
-            and not self.dispatcher.ready(Slot(tuple(awaits)))
-        ):
-            self.totals.postponed += 1
-            self.queue.push(Event(ev.t + self.clock.retry_s, ev.kind, ev.client, ev.data))
-            return
+        if isinstance(self.clock, RealtimeClock) and awaits:
+            slot = Slot(tuple(awaits))
+            if not self.dispatcher.ready(slot):
+                self._due.setdefault(slot, ev.t)
+                self.queue.push(Event(ev.t + self.clock.retry_s, ev.kind, ev.client, ev.data))
+                return
+            if slot in self._due:  # a late arrival, taken now: counted once, however often it was retried
+                self.totals.postponed += 1
+                self.totals.late_max_s = max(self.totals.late_max_s, ev.t - self._due.pop(slot))
         self.totals.events += 1
         fetch = ev.data.get("fetch")
         if fetch is not None:

@@ -272,7 +272,43 @@ def summarize(totals: Totals, wall_s: float, interrupted: bool, prep: Prepared) 
         "interrupted": interrupted,
         "out_dir": "",
         "realtime_postponed_arrivals": totals.postponed,
+        "realtime_max_late_s": totals.late_max_s,
+        "realtime_max_lag_s": totals.lag_max_s,
     }
+
+
+LATE_NOTE_WALL_S = 0.5  # realtime mode: falling this far behind the wall clock is worth a note
+
+
+def realtime_late_note(sc: Scenario, backend: str, totals: Totals) -> str:
+    """What falling behind the wall clock did to a realtime run, when by over :data:`LATE_NOTE_WALL_S`.
+
+    Else ``""``. An arrival whose value is not there when due is postponed (:meth:`Coordinator.step`), so
+    emulated time runs on without it; an event the coordinator releases late delays every later one.
+    """
+    scale = _time_scale(sc)
+    if scale is None:
+        return ""
+    late_wall_s = totals.late_max_s / scale
+    if max(late_wall_s, totals.lag_max_s) <= LATE_NOTE_WALL_S:
+        return ""
+    behind = []
+    if totals.postponed:
+        behind.append(
+            f"{totals.postponed} arrival(s) came late, by up to {totals.late_max_s:.3g} emulated s "
+            f"({late_wall_s:.3g} wall s)"
+        )
+    if totals.lag_max_s > 0:
+        behind.append(f"events were released up to {totals.lag_max_s:.3g} wall s late")
+    remedy = (
+        "calls that share a pool ran in turn (the note above)"
+        if realtime_lanes_note(sc, backend)
+        else "a smaller engine.time_scale asks less of the host"
+    )
+    return (
+        f"realtime: the host did not keep up with engine.time_scale = {scale:g}: {'; '.join(behind)}. "
+        f"Emulated times are stretched by that; {remedy}."
+    )
 
 
 def run(
@@ -374,6 +410,9 @@ def run(
                 clear_outputs(out)  # a run stopped while it was set up leaves the folder free to run again
             raise
     totals, placement, interrupted = attempt
+    late_note = realtime_late_note(sc, backend, totals)
+    if late_note:
+        print(f"raysfl: {late_note}", file=sys.stderr)
     summary = summarize(totals, wall_before + time.monotonic() - wall0, interrupted, prep)
     summary["out_dir"] = str(out)
     summary["placement"] = placement

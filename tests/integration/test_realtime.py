@@ -20,6 +20,9 @@ def test_realtime_run_is_paced_to_the_device_budget(ray_session, tmp_path, backe
     assert summary["wall_s"] >= 0.9 * summary["emulated_s"] / scale
     # the emulated duration can only grow when arrivals come late (taken as they come)
     assert summary["emulated_s"] >= virtual["emulated_s"] - 1e-9
+    # each late arrival counts once, however often it was retried (it counted every 20 ms retry)
+    assert summary["realtime_postponed_arrivals"] <= summary["events"]
+    assert (summary["realtime_max_late_s"] > 0) == (summary["realtime_postponed_arrivals"] > 0)
 
 
 def test_fewer_pools_than_concurrent_clients_in_realtime_is_said():

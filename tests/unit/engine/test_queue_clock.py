@@ -45,3 +45,17 @@ def test_realtime_clock_paces_to_the_wall(monkeypatch):
     monkeypatch.setattr("raysfl.engine.clock.time.monotonic", lambda: 1000.5)
     clock.advance(20.0)  # due at 1000 + 20/10 = 1002 → sleep 1.5 s
     assert slept == [pytest.approx(1.5)]
+
+
+def test_a_realtime_clock_anchored_at_a_resume_paces_from_there(monkeypatch):
+    """A run paces from the moment its coordinator starts (or resumes), not from when its clock was built:
+    the set-up, or a checkpoint's restore, counted as lag before."""
+    slept = []
+    monkeypatch.setattr("raysfl.engine.clock.time.sleep", slept.append)
+    clock = RealtimeClock(time_scale=10.0)
+    clock.now = 20.0  # restored from a checkpoint taken at emulated 20 s
+    monkeypatch.setattr("raysfl.engine.clock.time.monotonic", lambda: 5000.0)
+    clock.anchor()
+    clock.advance(20.0)  # due now
+    clock.advance(30.0)  # due 10 emulated s = 1 wall s later
+    assert slept == [pytest.approx(1.0)] and clock.max_lag_s == 0.0

@@ -1,0 +1,37 @@
+"""Realtime mode says when the host fell behind the wall clock, and by how much, instead of stretching
+emulated time silently."""
+
+from raysfl.engine.loop import Totals
+from raysfl.engine.runner import realtime_late_note, run
+from raysfl.scenario import scenario_from_dict
+from tests.integration.test_ray_determinism import TINY
+
+
+def test_a_local_realtime_run_that_falls_behind_says_so(tmp_path, capsys):
+    """The local backend runs the concurrent clients' paced calls in turn, so a run meant to take 0.5 wall
+    seconds falls seconds behind: the summary records it and the note names the cause."""
+    virtual = run(scenario_from_dict(TINY), tmp_path / "virtual", backend="local")
+    scale = virtual["emulated_s"] / 0.5
+    sc = scenario_from_dict(TINY, ['engine.clock="realtime"', f"engine.time_scale={scale}"])
+    capsys.readouterr()
+    summary = run(sc, tmp_path / "realtime", backend="local")
+    err = capsys.readouterr().err
+    assert summary["realtime_max_lag_s"] > 0.5
+    assert summary["realtime_postponed_arrivals"] == 0 and summary["realtime_max_late_s"] == 0.0  # all there
+    assert (
+        f"realtime: the host did not keep up with engine.time_scale = {scale:g}: events were released up "
+        in err
+    )
+    assert "calls that share a pool ran in turn (the note above)" in err
+
+
+def test_the_late_note_states_late_arrivals_in_emulated_and_wall_seconds():
+    sc = scenario_from_dict(TINY, ['engine.clock="realtime"', "engine.time_scale=2", "engine.pools=4"])
+    late = Totals(postponed=3, late_max_s=5.0, lag_max_s=0.01)
+    assert realtime_late_note(sc, "ray", late) == (
+        "realtime: the host did not keep up with engine.time_scale = 2: 3 arrival(s) came late, by up to 5 "
+        "emulated s (2.5 wall s); events were released up to 0.01 wall s late. Emulated times are stretched "
+        "by that; a smaller engine.time_scale asks less of the host."
+    )
+    assert realtime_late_note(sc, "ray", Totals(postponed=3, late_max_s=0.9, lag_max_s=0.4)) == ""  # < 0.5 s
+    assert realtime_late_note(scenario_from_dict(TINY), "ray", late) == ""  # the virtual clock
