@@ -167,9 +167,17 @@ def cpu_share(node_cpus: list[float], actors: int) -> float:
     """
     cpus = [c for c in node_cpus if c > 0] or [1.0]
     # The largest share that fits is a node's CPUs over a whole number of actors (or 1); the largest node
-    # over all the actors always fits.
-    candidates = sorted({1.0, *(c / m for c in cpus for m in range(1, actors + 1))}, reverse=True)
-    return next(s for s in candidates if s <= 1.0 and _fits([{"CPU": s}] * actors, cpus))
+    # over all the actors always fits. A share that fits, any smaller one fits too: bisect the candidates
+    # (10,000 actors, one per client, took 19 s when each was tried in turn).
+    candidates = sorted({1.0, *(c / m for c in cpus for m in range(1, actors + 1) if c / m <= 1.0)})
+    lo, hi = 0, len(candidates) - 1  # candidates[lo] fits (the smallest: the largest node over all actors)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _fits([{"CPU": candidates[mid]}] * actors, cpus):
+            lo = mid
+        else:
+            hi = mid - 1
+    return candidates[lo]
 
 
 def actor_options(n_pools: int, server_device: str) -> tuple[dict[str, Any], list[dict[str, Any]], Any]:

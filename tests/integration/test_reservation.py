@@ -26,6 +26,7 @@ from .test_roaming_clients import FEDAVG
         ([2.0, 2.0], 9, 0.4),
         ([4.0], 9, 4 / 9),
         ([1.0, 8.0], 2, 1.0),
+        ([2.0, 3.0], 10_000, 5 / 10_000),  # one pool per client of 10,000 (bisected: trying each took 19 s)
     ],
 )
 def test_the_cpu_share_fits_node_by_node(nodes, actors, share):
