@@ -106,10 +106,15 @@ def shard_partition(
     for c in range(num_classes):
         members = np.flatnonzero(labels == c)
         if members.size < per_class:
+            other = (
+                ", or use data.partition = 'dirichlet' or 'iid'"
+                if labels.size >= num_clients
+                else f" (the dataset's {labels.size} samples cannot give {num_clients} clients one each)"
+            )
             raise PartitionError(
                 f"shard: class {c} has {members.size} samples, fewer than the {per_class} shards per class"
                 f" that data.shards_per_client={s} with K={num_clients} needs; lower data.shards_per_client"
-                " or federation.num_clients, or use data.partition = 'dirichlet' or 'iid'"
+                f" or federation.num_clients{other}"
             )
         shards.extend(np.array_split(rng.permutation(members), per_class))
     order = rng.permutation(len(shards))

@@ -126,6 +126,18 @@ def test_shard_error_names_the_option_and_valid_values() -> None:
         shard_partition(LABELS, 4, 3, 10, _rng())
 
 
+def test_shard_error_suggests_other_partitions_only_where_they_can_work() -> None:
+    """With more clients than samples no partition gives every client one; it suggested 'dirichlet' or
+    'iid' there too."""
+    with pytest.raises(PartitionError) as err:
+        shard_partition(LABELS, 5_000, 2, 10, _rng())  # 1,000 shards per class of 500
+    assert "or use data.partition = 'dirichlet' or 'iid'" in str(err.value)
+    with pytest.raises(PartitionError) as err:
+        shard_partition(LABELS, 10_000, 1, 10, _rng())
+    assert "'iid'" not in str(err.value)
+    assert "(the dataset's 5000 samples cannot give 10000 clients one each)" in str(err.value)
+
+
 def test_smaller_alpha_gives_more_skew() -> None:
     skewed = partition_dataset(LABELS, DataConfig(partition="dirichlet", alpha=0.1), 20, _rng())
     even = partition_dataset(LABELS, DataConfig(partition="dirichlet", alpha=10.0), 20, _rng())
