@@ -7,11 +7,11 @@ host code in Ray actors and passes ``ObjectRef``s between calls.
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Callable
 from typing import Any, Protocol, cast
 
 from raysfl.algorithms.actions import SERVER, Call, Report, Slot
+from raysfl.engine.copies import as_sent
 from raysfl.engine.hosts import ClientHost, ServerHost
 from raysfl.engine.policy_errors import unfilled_slot
 from raysfl.engine.snapshot import capture, rebuild
@@ -99,21 +99,6 @@ class Dispatcher(Protocol):
     def close(self) -> None:
         """Release the backend's resources."""
         ...
-
-
-def as_sent(value: Any) -> Any:
-    """``value`` as another process receives it: pickled and unpickled, a copy sharing nothing with it.
-
-    Ray serialises every argument and result of an actor call, so a value that one side changes in place
-    after sending it, or after receiving it, is not changed on the other side, nor for a later reader of
-    the same slot. The local backend copies the same way, so that a logic that changes a received or
-    returned tensor in place gives the same numbers in one process as on Ray. A value the standard pickle
-    cannot serialise (a lambda, which Ray's cloudpickle can) is passed as it is.
-    """
-    try:
-        return pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-    except (pickle.PicklingError, TypeError, AttributeError):
-        return value
 
 
 class LocalDispatcher:
