@@ -197,8 +197,11 @@ def require_checkpoint_dir(run_dir: Path) -> Path:
         raise CheckpointError(f"--resume {run_dir}: no such run directory")
     ck_dir = run_dir / "checkpoints"
     if not checkpoint_files(ck_dir):
+        done = finished_summary(run_dir)
         every = _recorded_checkpoint_every(run_dir)
-        if every:
+        if done is not None:
+            why = f"it finished ({done.get('stop_reason')}); there is nothing to resume, outputs unchanged."
+        elif every:
             why = (
                 f"it stopped before its first one (engine.checkpoint_every = {every}: the first is written "
                 f"after global iteration {every}). Start it over with `raysfl run SCENARIO --out {run_dir} "

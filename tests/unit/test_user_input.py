@@ -159,8 +159,11 @@ def test_a_run_interrupted_before_its_first_checkpoint_says_so_and_how_to_start_
     assert code == 2
     assert "it stopped before its first one (engine.checkpoint_every = 4: the first is written after " in err
     assert f"`raysfl run SCENARIO --out {out} --overwrite`" in err
-    code, err = _run(capsys, str(scenario), "--out", str(out), "engine.checkpoint_every=4", "--overwrite")
+    code, err = _run(capsys, str(scenario), "--out", str(out), "engine.checkpoint_every=10", "--overwrite")
     assert code == 0, err
+    # finished (6 iterations) before its first checkpoint was due: not "stopped before" it
+    code, err = _run(capsys, "--resume", str(out))
+    assert code == 2 and "it finished (budget reached); there is nothing to resume, outputs unchanged" in err
 
 
 def test_a_run_stopped_while_it_is_set_up_leaves_its_folder_free(tmp_path, monkeypatch):
@@ -497,3 +500,4 @@ def test_an_empty_scenario_directory_is_named(tmp_path, capsys):
     (tmp_path / "set").mkdir()
     code, err = _run(capsys, str(tmp_path / "set"))
     assert code == 2 and f"scenario directory {str(tmp_path / 'set')!r} holds no scenario" in err
+
