@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TextIO
 
 
@@ -32,19 +33,28 @@ class ProgressLine:
         self.stream = stream or sys.stderr
         self.resume(None, [])
 
-    def resume(self, state: Any, evals: list[dict[str, Any]]) -> None:
-        """Go on from a checkpoint whose evaluations are ``evals`` (none: start over).
+    def checkpoint(self, ck_dir: Path, tag: str) -> dict[str, Any]:
+        """The line's part of a checkpoint: the iteration, emulated time, accuracy and wall time shown."""
+        return {
+            "iteration": self._iteration,
+            "t": self._t,
+            "accuracy": self._acc,
+            "wall_s": self._wall_before + time.monotonic() - self._start,
+        }
 
-        The line shows the run's iteration, emulated and wall time, as ``metrics.parquet`` does (wall time
-        from the last evaluation before the checkpoint); events/s and the ETA count only this process's
-        work, which is what the rest will take.
+    def resume(self, state: Any, evals: list[dict[str, Any]]) -> None:
+        """Go on from a checkpoint's ``state`` (:meth:`checkpoint`; none: start over).
+
+        The line goes on with the run's iteration, emulated and wall time; events/s and the ETA count only
+        this process's work, which is what the rest will take. A checkpoint from before the line kept a
+        state gives its last evaluation's (``evals``).
         """
-        last = evals[-1] if evals else {}
+        last = state if isinstance(state, dict) else (evals[-1] if evals else {})
         self._start = time.monotonic()
         self._events = 0
         self._last_print = 0.0
         self._t = float(last.get("t", 0.0))
-        self._acc = float(last["accuracy"]) if "accuracy" in last else None
+        self._acc = float(last["accuracy"]) if last.get("accuracy") is not None else None
         self._iteration = self._base_iteration = int(last.get("iteration", 0))
         self._wall_before = float(last.get("wall_s", 0.0))
 
