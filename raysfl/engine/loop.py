@@ -154,7 +154,9 @@ class Coordinator:
         self.totals = Totals()
         self.stopped = False
         self._wall0 = time.monotonic()
-        self._due: dict[Slot, float] = {}  # realtime mode: a postponed arrival's first due time
+        # realtime mode: a postponed arrival's first due time (not checkpointed: an arrival postponed when a
+        # checkpoint is taken counts as late after a resume only if it is postponed again)
+        self._due: dict[Slot, float] = {}
 
     def run(self, resumed: bool = False, after_event: Callable[[Coordinator], None] | None = None) -> Totals:
         """Run until the policy stops or no event is left; then deliver every outstanding report.
@@ -164,20 +166,16 @@ class Coordinator:
         """
         if isinstance(self.clock, RealtimeClock):  # paced from here, not from the set-up before
             self.clock.anchor()
-        try:
-            with profiling.section("coordinator"):
-                if not resumed:
-                    self._apply(self.policy.start(), None)
-                while self.queue and not self.stopped:
-                    self.step()
-                    if after_event is not None:
-                        after_event(self)
-                if not self.stopped:
-                    self.totals.stop_reason = "no more events"
-                self.drain()
-        finally:
-            if isinstance(self.clock, RealtimeClock):
-                self.totals.lag_max_s = max(self.totals.lag_max_s, self.clock.max_lag_s)
+        with profiling.section("coordinator"):
+            if not resumed:
+                self._apply(self.policy.start(), None)
+            while self.queue and not self.stopped:
+                self.step()
+                if after_event is not None:
+                    after_event(self)
+            if not self.stopped:
+                self.totals.stop_reason = "no more events"
+            self.drain()
         return self.totals
 
     def elapsed_wall(self) -> float:
@@ -203,6 +201,8 @@ class Coordinator:
         ev = self.queue.pop()
         self.clock.advance(ev.t)
         awaits = ev.data.get("awaits") or ev.data.get("fetch")
+        if isinstance(self.clock, RealtimeClock):  # in the totals, so checkpoints carry it over a resume
+            self.totals.lag_max_s = max(self.totals.lag_max_s, self.clock.max_lag_s)
         if isinstance(self.clock, RealtimeClock) and awaits:
             slot = Slot(tuple(awaits))
             if not self.dispatcher.ready(slot):

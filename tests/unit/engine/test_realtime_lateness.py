@@ -1,6 +1,10 @@
 """Realtime mode says when the host fell behind the wall clock, and by how much, instead of stretching
 emulated time silently."""
 
+import pytest
+
+from raysfl.engine import runner
+from raysfl.engine.dispatch import LocalDispatcher
 from raysfl.engine.loop import Totals
 from raysfl.engine.runner import realtime_late_note, run
 from raysfl.scenario import scenario_from_dict
@@ -35,3 +39,37 @@ def test_the_late_note_states_late_arrivals_in_emulated_and_wall_seconds():
     )
     assert realtime_late_note(sc, "ray", Totals(postponed=3, late_max_s=0.9, lag_max_s=0.4)) == ""  # < 0.5 s
     assert realtime_late_note(scenario_from_dict(TINY), "ray", late) == ""  # the virtual clock
+
+
+class _ArrivesLate(LocalDispatcher):
+    """The local backend, with every awaited value arriving three looks late (a slow worker, as on Ray)."""
+
+    LOOKS = 3
+
+    def __init__(self, inner: LocalDispatcher) -> None:
+        self.__dict__.update(inner.__dict__)
+        self.looks: dict = {}
+
+    def ready(self, slot) -> bool:
+        self.looks[slot] = self.looks.get(slot, 0) + 1
+        return self.looks[slot] > self.LOOKS and super().ready(slot)
+
+
+def test_each_late_arrival_counts_once_with_how_late_it_came(tmp_path, monkeypatch):
+    """A value postponed three times is one late arrival (each 20 ms retry counted as one), late by the
+    three retries: 3 × 0.02 s × time_scale of emulated time."""
+    made: list[_ArrivesLate] = []
+
+    def arriving_late(prep):
+        made.append(_ArrivesLate(runner_local(prep)))
+        return made[-1]
+
+    runner_local = runner.local_dispatcher
+    monkeypatch.setattr(runner, "local_dispatcher", arriving_late)
+    scale = 50.0
+    sc = scenario_from_dict(TINY, ['engine.clock="realtime"', f"engine.time_scale={scale}"])
+    summary = run(sc, tmp_path / "late", backend="local")
+    (dispatcher,) = made
+    awaited = [slot for slot, looks in dispatcher.looks.items() if looks > _ArrivesLate.LOOKS]
+    assert awaited and summary["realtime_postponed_arrivals"] == len(awaited)
+    assert summary["realtime_max_late_s"] == pytest.approx(3 * 0.02 * scale)
