@@ -82,10 +82,11 @@ class _Copier:
             return out_tensor
         if kind is np.ndarray and not value.dtype.hasobject:
             out_array = np.array(value, copy=True, order="A")
+            out_array.flags.writeable = value.flags.writeable  # pickle keeps a read-only array read-only
             self.memo[key] = out_array
             return out_array
-        if isinstance(value, np.generic) and not isinstance(value, np.object_):
-            return value  # a NumPy scalar: immutable
+        if isinstance(value, np.generic) and not isinstance(value, (np.object_, np.void)):
+            return value  # a NumPy scalar: immutable (a structured one, np.void, views its array)
         raise _NotPlainError
 
     def _tensor(self, t: torch.Tensor) -> torch.Tensor:

@@ -77,6 +77,8 @@ def test_a_sent_tree_is_what_a_pickle_round_trip_gives_without_pickling(monkeypa
     model = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.BatchNorm2d(4))
     base = torch.arange(24.0).reshape(2, 3, 4)
     shared_list = [1, "two"]
+    read_only = np.arange(3)
+    read_only.flags.writeable = False  # as arrays from Ray's object store are
     value = {
         "weights": model.state_dict(),
         "views": (base, base[1], base.transpose(1, 2), base[:, 1:, ::2]),
@@ -85,13 +87,14 @@ def test_a_sent_tree_is_what_a_pickle_round_trip_gives_without_pickling(monkeypa
         "history": torch.ones(2, requires_grad=True) * 2,  # arrives as a leaf that requires grad
         "half": torch.arange(4, dtype=torch.bfloat16),
         "fortran": np.asfortranarray(np.arange(6.0).reshape(2, 3)),
+        "read_only": read_only,
         "scalar": np.float32(2.5),
         "again": [shared_list, shared_list],
         "meta": OrderedDict(a=1, b=None),
     }
     assert isinstance(value["weights"], OrderedDict) and vars(value["weights"])  # _metadata
     expected = pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-    monkeypatch.setattr(copies.pickle, "dumps", None)  # the tree must not take the pickle path
+    monkeypatch.setattr(copies, "pickle", None)  # the tree must not take the pickle round trip
     sent = copies.as_sent(value)
     assert _shape_of(sent, {}) == _shape_of(expected, {})
     assert sent["again"][0] is sent["again"][1] and sent["again"][0] is not shared_list
@@ -102,6 +105,8 @@ def test_a_sent_tree_is_what_a_pickle_round_trip_gives_without_pickling(monkeypa
 
 def test_values_the_direct_copy_does_not_know_take_the_pickle_round_trip():
     from dataclasses import dataclass
+
+    import numpy as np
 
     from raysfl.engine.copies import as_sent
 
@@ -114,6 +119,10 @@ def test_values_the_direct_copy_does_not_know_take_the_pickle_round_trip():
     assert type(sent["p"]) is torch.nn.Parameter and sent["p"] is not param  # pickle keeps the subclass
     upload = Upload(torch.ones(1))
     assert as_sent(upload) is upload
+    records = np.zeros(2, dtype=[("a", "i4"), ("b", "f8")])
+    sent_record = as_sent({"r": records[0]})["r"]  # a structured scalar views its array
+    sent_record["a"] = 7
+    assert records[0]["a"] == 0
 
 
 def test_the_values_benchmarks_local_copies_times_are_copied_as_pickle_copies_them():
