@@ -56,6 +56,10 @@ class ConfigError(ValueError):
         self.kind = kind  # what ``source`` is: a scenario or a sweep file
         super().__init__("\n".join(self.problems))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled (a sweep trial's error crossing Ray) with its own arguments, not the joined message."""
+        return (type(self), (self.problems, self.source, self.kind))
+
     def report(self) -> str:
         """A human paragraph: where, then one problem per line."""
         head = f"invalid {self.kind} {self.source}" if self.source else "invalid configuration"

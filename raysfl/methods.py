@@ -23,6 +23,7 @@ import importlib
 import os
 import sys
 from importlib.metadata import EntryPoint, entry_points
+from typing import Any
 
 from raysfl.algorithms.base import AlgorithmSpec
 
@@ -38,6 +39,10 @@ class UnknownAlgorithmError(ValueError):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("; ".join(problems))
         self.problems = problems
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled (a sweep trial's error crossing Ray) with its own arguments, not the joined message."""
+        return (type(self), (self.problems,))
 
 
 def is_import_path(name: str) -> bool:

@@ -343,8 +343,11 @@ def _trial_error(trial: Any) -> str:
 
     pickled = trial.pickled_error_file
     if pickled and os.path.isfile(pickled):
-        with open(pickled, "rb") as f:
-            return _root_cause(pickle.load(f))  # noqa: S301 - Tune's own file, written by this driver
+        try:
+            with open(pickled, "rb") as f:
+                return _root_cause(pickle.load(f))  # noqa: S301 - Tune's own file, written by this driver
+        except Exception:  # noqa: BLE001 - an error that does not unpickle: its text below
+            pass
     text = Path(trial.error_file).read_text() if trial.error_file and os.path.isfile(trial.error_file) else ""
     lines = text.strip().splitlines()
     return lines[-1][:MAX_ERROR_CHARS] if lines else "the trial failed without recording an error"

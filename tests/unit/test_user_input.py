@@ -501,3 +501,17 @@ def test_an_empty_scenario_directory_is_named(tmp_path, capsys):
     code, err = _run(capsys, str(tmp_path / "set"))
     assert code == 2 and f"scenario directory {str(tmp_path / 'set')!r} holds no scenario" in err
 
+
+def test_configuration_errors_keep_their_message_across_processes():
+    """A sweep trial's ConfigError reaches the driver pickled; it came back as 't\\nr\\na\\ni...' (its
+    joined message taken for the list of problems), and so did UnknownAlgorithmError."""
+    import pickle
+
+    from raysfl.methods import UnknownAlgorithmError
+
+    err = ConfigError(["train.lr: must be > 0", "seed: not an integer"], source="a.toml", kind="sweep")
+    back = pickle.loads(pickle.dumps(err))
+    assert (str(back), back.problems, back.source, back.kind) == (str(err), err.problems, "a.toml", "sweep")
+    unknown = UnknownAlgorithmError(["algorithm.name: 'gsa' is not a method; did you mean 'gas'?"])
+    again = pickle.loads(pickle.dumps(unknown))
+    assert str(again) == str(unknown) and again.problems == unknown.problems
