@@ -60,7 +60,7 @@ class _Copier:
         self.originals.append(value)
         kind = type(value)
         if kind is dict or kind is OrderedDict:
-            out = kind()
+            out: dict[Any, Any] = kind()
             self.memo[key] = out
             for k, v in value.items():
                 out[self.copy(k)] = self.copy(v)
