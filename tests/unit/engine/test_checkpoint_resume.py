@@ -196,6 +196,9 @@ def test_resume_refuses_another_scenario_and_leaves_the_run_untouched(tmp_path, 
     # a run directory without checkpoints, and a fresh run into an existing directory
     plain = scenario_from_dict({**tiny("fedavg"), "engine": {}})
     runner.run(plain, tmp_path / "plain", backend="local")
+    with pytest.raises(CheckpointError, match="it finished .budget reached.; there is nothing to resume"):
+        runner.run(plain, tmp_path / "plain", backend="local", resume=True)
+    (tmp_path / "plain" / "summary.json").unlink()  # as if killed
     with pytest.raises(CheckpointError, match="engine.checkpoint_every > 0"):
         runner.run(plain, tmp_path / "plain", backend="local", resume=True)
     with pytest.raises(CheckpointError, match="no such run directory"):
