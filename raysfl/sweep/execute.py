@@ -218,7 +218,8 @@ class StatusFile:
     """``OUT/sweep.json``: the plan with every trial's status, rewritten whole each time a trial ends.
 
     A trial's ``summary.json`` is read until it says the trial finished; from then on the status is
-    remembered, so a sweep of n trials reads O(n) summaries per rewrite only while they are unfinished.
+    remembered, so each finished trial's summary is read once (every rewrite had read every summary:
+    n²/2 reads for a sweep of n trials).
     """
 
     def __init__(self, out: Path, plan_doc: dict[str, Any]) -> None:
