@@ -124,15 +124,18 @@ def shard_partition(
     ]
 
 
-def _dirichlet_draw(
-    labels: np.ndarray, num_clients: int, alpha: float, num_classes: int, rng: np.random.Generator
-) -> list[list[np.ndarray]]:
-    """One NIID-bench draw: per class, Dir(α·1_K) proportions, zeroed for clients already at ≥ N/K."""
-    n = labels.shape[0]
-    parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
+def _dirichlet_cuts(
+    by_class: list[np.ndarray], n: int, num_clients: int, alpha: float, rng: np.random.Generator
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
+    """One NIID-bench draw: per class, Dir(α·1_K) proportions, zeroed for clients already at ≥ N/K.
+
+    Returns each class's shuffled members with the cut points that split them among the clients, and the
+    client sizes: whether a draw is kept needs only the sizes, so only a kept draw is cut into index arrays.
+    """
     sizes = np.zeros(num_clients, dtype=np.int64)
-    for c in range(num_classes):
-        members = rng.permutation(np.flatnonzero(labels == c))
+    cut_classes = []
+    for indices in by_class:
+        members = rng.permutation(indices)
         p = rng.dirichlet(np.full(num_clients, alpha))
         p = np.where(sizes < n / num_clients, p, 0.0)
         total = p.sum()
@@ -140,10 +143,29 @@ def _dirichlet_draw(
             p = np.where(sizes < n / num_clients, 1.0, 0.0)
             total = p.sum()
         cuts = (np.cumsum(p / total) * members.size).astype(np.int64)[:-1]
+        sizes += np.diff(cuts, prepend=0, append=members.size)
+        cut_classes.append((members, cuts))
+    return cut_classes, sizes
+
+
+def _split_among_clients(
+    cut_classes: list[tuple[np.ndarray, np.ndarray]], num_clients: int
+) -> list[list[np.ndarray]]:
+    """Each client's index arrays, one per class, from :func:`_dirichlet_cuts`."""
+    parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
+    for members, cuts in cut_classes:
         for k, chunk in enumerate(np.split(members, cuts)):
             parts[k].append(chunk)
-            sizes[k] += chunk.size
     return parts
+
+
+def _dirichlet_draw(
+    labels: np.ndarray, num_clients: int, alpha: float, num_classes: int, rng: np.random.Generator
+) -> list[list[np.ndarray]]:
+    """One draw of :func:`_dirichlet_cuts` as each client's index arrays, one per class."""
+    by_class = [np.flatnonzero(labels == c) for c in range(num_classes)]
+    cut_classes, _ = _dirichlet_cuts(by_class, labels.shape[0], num_clients, alpha, rng)
+    return _split_among_clients(cut_classes, num_clients)
 
 
 def dirichlet_partition(
@@ -173,11 +195,12 @@ def dirichlet_partition(
             f"dirichlet: {labels.shape[0]} samples cannot give K={num_clients} clients"
             f" data.min_client_size={min_size} each; lower data.min_client_size or federation.num_clients"
         )
-    for _ in range(max_tries):
-        parts = _dirichlet_draw(labels, num_clients, alpha, num_classes, rng)
-        merged = [np.sort(np.concatenate(p)).astype(np.int64) for p in parts]
-        if min(m.size for m in merged) >= min_size:
-            return merged
+    by_class = [np.flatnonzero(labels == c) for c in range(num_classes)]
+    for _ in range(max_tries):  # a draw is cut into index arrays only when kept: same draws, less work
+        cut_classes, sizes = _dirichlet_cuts(by_class, labels.shape[0], num_clients, alpha, rng)
+        if sizes.min() >= min_size:
+            parts = _split_among_clients(cut_classes, num_clients)
+            return [np.sort(np.concatenate(p)).astype(np.int64) for p in parts]
     raise PartitionError(
         f"dirichlet: no draw in {max_tries} gave every one of K={num_clients} clients at least"
         f" data.min_client_size={min_size} samples with data.alpha={alpha}; lower data.min_client_size,"

@@ -153,6 +153,15 @@ def test_dirichlet_respects_the_minimum_client_size() -> None:
         assert part.sizes.min() >= 40
 
 
+def test_dirichlet_draws_are_those_of_the_per_client_implementation() -> None:
+    """Draws are now kept or rejected on their sizes alone (an impossible K = 10,000 took 135 s to fail);
+    the kept draw must not change: these values come from the implementation that built every draw's index
+    arrays (the second draw is kept)."""
+    parts = dirichlet_partition(LABELS, 12, 0.3, 10, _rng(7), min_size=150)
+    assert [len(p) for p in parts] == [191, 456, 383, 256, 359, 629, 335, 539, 315, 482, 549, 506]
+    assert [int(p[:3].sum()) for p in parts] == [84, 24, 127, 46, 25, 15, 86, 116, 46, 98, 58, 173]
+
+
 def test_dirichlet_gives_up_with_a_clear_error() -> None:
     with pytest.raises(PartitionError, match="data.min_client_size=200"):
         partition_dataset(LABELS, DataConfig(partition="dirichlet", min_client_size=200), 30, _rng())
