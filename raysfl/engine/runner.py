@@ -351,7 +351,7 @@ def run(
     out = Path(out_dir) if out_dir is not None else default_out_dir(sc)
     ck_dir = out / "checkpoints"
     check_out_dir(out, resume=resume, overwrite=overwrite)
-    ck = require_checkpoint(out) if resume else None
+    ck = resumed = require_checkpoint(out) if resume else None
     scenario_doc = _finite(scenario_to_dict(sc))
     if ck is not None:
         check_same_scenario(ck, scenario_doc, ck["path"])
@@ -417,7 +417,8 @@ def run(
     summary["out_dir"] = str(out)
     summary["placement"] = placement
     summary["restarts"] = restarts
-    summary["resumed_from"] = Path(ck["path"]).name if ck else None
+    summary["resumed_from"] = Path(resumed["path"]).name if resumed else None  # --resume's checkpoint
+    summary["restarted_from"] = (Path(ck["path"]).name if ck else "start") if restarts else None
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 

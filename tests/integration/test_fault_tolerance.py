@@ -43,6 +43,9 @@ def test_killed_pool_is_replaced_and_the_run_ends_as_if_undisturbed(
     err = capsys.readouterr().err
     assert "fault injection: killed client pool 0" in err
     assert summary["restarts"] == 1
+    # the user did not resume: the restart's checkpoint is named as such (it was given as resumed_from)
+    assert summary["resumed_from"] is None
+    assert summary["restarted_from"] == ("ckpt-000002.pt" if checkpoint_every else "start")
     where = "checkpoint ckpt-000002.pt" if checkpoint_every else "the start (no checkpoint yet)"
     assert f"restarting the workers from {where}" in err
     assert summary["global_iterations"] == 5
