@@ -235,18 +235,22 @@ def require_checkpoint(run_dir: Path) -> dict[str, Any]:
     return ck
 
 
+def run_summary(run_dir: Path) -> dict[str, Any] | None:
+    """``run_dir``'s ``summary.json`` (finished or interrupted); ``None`` when missing or unreadable."""
+    try:
+        summary = json.loads((run_dir / SUMMARY_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return summary if isinstance(summary, dict) else None
+
+
 def finished_summary(run_dir: Path) -> dict[str, Any] | None:
     """The ``summary.json`` of a run that ended (its budget, its time limit, no events left); else ``None``.
 
     A run stopped by ^C writes a summary marked ``interrupted``: it can still be continued.
     """
-    try:
-        summary = json.loads((run_dir / SUMMARY_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(summary, dict) or summary.get("interrupted", True):
-        return None
-    return summary
+    summary = run_summary(run_dir)
+    return summary if summary is not None and not summary.get("interrupted", True) else None
 
 
 LOG_SWITCHES = {"events": "events.parquet", "tensorboard": "tb/"}  # metrics.* that a resume must keep

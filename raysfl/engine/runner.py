@@ -37,6 +37,7 @@ from raysfl.engine.checkpoint import (
     finished_summary,
     load_latest,
     require_checkpoint,
+    run_summary,
 )
 from raysfl.engine.clock import RealtimeClock, VirtualClock
 from raysfl.engine.dispatch import Dispatcher, LocalDispatcher, WorkerLostError
@@ -139,24 +140,14 @@ def check_out_dir(out: Path, *, resume: bool = False, overwrite: bool = False) -
         )
     held = [name for name in RUN_OUTPUTS if (out / name).exists()]
     if held:
+        interrupted = (run_summary(out) or {}).get("interrupted")  # True, False, or None: no readable summary
         finished = "a run's outputs"
-        if finished_summary(out) is not None:
-            finished = "a finished run"
-        elif _interrupted(out):
-            finished = "an interrupted run without checkpoints"
+        if interrupted is not None:
+            finished = "an interrupted run without checkpoints" if interrupted else "a finished run"
         raise OutDirError(
             f"{out} already holds {finished} ({', '.join(held)}); nothing was changed in it. Choose another "
             "--out, or pass --overwrite to delete those outputs and run again."
         )
-
-
-def _interrupted(out: Path) -> bool:
-    """Whether ``out/summary.json`` is that of a run stopped by ^C."""
-    try:
-        summary = json.loads((out / "summary.json").read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(summary, dict) and summary.get("interrupted") is True
 
 
 def clear_outputs(out: Path) -> None:
