@@ -201,11 +201,10 @@ class Coordinator:
         ev = self.queue.pop()
         self.clock.advance(ev.t)
         awaits = ev.data.get("awaits") or ev.data.get("fetch")
-        if isinstance(self.clock, RealtimeClock):  # in the totals, so checkpoints carry it over a resume
-            self.totals.lag_max_s = max(self.totals.lag_max_s, self.clock.max_lag_s)
-        if isinstance(self.clock, RealtimeClock) and awaits:
-            slot = Slot(tuple(awaits))
-            if not self.dispatcher.ready(slot):
+        if isinstance(self.clock, RealtimeClock):
+            self.totals.lag_max_s = max(self.totals.lag_max_s, self.clock.max_lag_s)  # checkpoints carry it
+            slot = Slot(tuple(awaits)) if awaits else None
+            if slot is not None and not self.dispatcher.ready(slot):
                 self._due.setdefault(slot, ev.t)
                 self.queue.push(Event(ev.t + self.clock.retry_s, ev.kind, ev.client, ev.data))
                 return
