@@ -159,15 +159,6 @@ def _split_among_clients(
     return parts
 
 
-def _dirichlet_draw(
-    labels: np.ndarray, num_clients: int, alpha: float, num_classes: int, rng: np.random.Generator
-) -> list[list[np.ndarray]]:
-    """One draw of :func:`_dirichlet_cuts` as each client's index arrays, one per class."""
-    by_class = [np.flatnonzero(labels == c) for c in range(num_classes)]
-    cut_classes, _ = _dirichlet_cuts(by_class, labels.shape[0], num_clients, alpha, rng)
-    return _split_among_clients(cut_classes, num_clients)
-
-
 def dirichlet_partition(
     labels: np.ndarray,
     num_clients: int,

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from raysfl.data import DataConfig, PartitionError, label_histograms, partition_dataset
-from raysfl.data.partition import _dirichlet_draw, dirichlet_partition, iid_partition, shard_partition
+from raysfl.data.partition import (
+    _dirichlet_cuts,
+    _split_among_clients,
+    dirichlet_partition,
+    iid_partition,
+    shard_partition,
+)
 
 LABELS = np.random.default_rng(123).permutation(np.repeat(np.arange(10), 500))  # 5000 samples, balanced
 SORTED = np.repeat(
@@ -102,9 +108,10 @@ def test_dirichlet_gives_nothing_more_to_a_client_at_n_over_k() -> None:
     except that the last client takes what truncating the cumulative proportions leaves (cut at
     ``int((1 − ε)·n_c) = n_c − 1`` when its proportion is 0), as in NIID-bench's code: one sample at most."""
     n, k = LABELS.size, 20
+    by_class = [np.flatnonzero(c == LABELS) for c in range(10)]
     capped = 0
     for seed in range(10):
-        parts = _dirichlet_draw(LABELS, k, 0.1, 10, _rng(seed))
+        parts = _split_among_clients(_dirichlet_cuts(by_class, n, k, 0.1, _rng(seed))[0], k)
         held = np.zeros(k, dtype=np.int64)
         for c in range(10):
             for client in range(k):
