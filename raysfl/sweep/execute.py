@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from raysfl.engine.checkpoint import finished_summary
 from raysfl.engine.runner import _finite
 from raysfl.report.runs import SWEEP_STATUS, error_head
 from raysfl.scenario import scenario_to_dict
@@ -203,10 +204,8 @@ def _root_cause(err: BaseException) -> str:
 
 
 def _trial_status(out: Path, name: str) -> str:
-    summary = out / name / "summary.json"
-    if summary.is_file() and not json.loads(summary.read_text()).get("interrupted"):
-        return "finished"
-    return "unfinished"
+    """``finished`` when the trial's ``summary.json`` says it ended; else ``unfinished`` (or damaged)."""
+    return "finished" if finished_summary(out / name) is not None else "unfinished"
 
 
 def trials_to_run(names: list[str], out: Path, resume: bool) -> list[str]:

@@ -13,7 +13,6 @@ A finished directory or checkpoint of a *different* scenario is never touched: t
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -96,7 +95,7 @@ def trial_state(out: Path, scenario_doc: dict[str, Any]) -> str:
     Raises:
         TrialDirError: ``out`` holds a finished run or checkpoints of another scenario.
     """
-    from raysfl.engine.checkpoint import checkpoint_files, differences, same_scenario
+    from raysfl.engine.checkpoint import checkpoint_files, differences, finished_summary, same_scenario
 
     if not out.exists():
         return "new"
@@ -108,11 +107,8 @@ def trial_state(out: Path, scenario_doc: dict[str, Any]) -> str:
             f"{out} holds a run of another scenario ({diff}); nothing was changed in it. Use another --out "
             "for this sweep, or remove that directory."
         )
-    summary = out / "summary.json"
-    if summary.is_file():
-        done = json.loads(summary.read_text())
-        if not done.get("interrupted"):
-            return "finished"
+    if finished_summary(out) is not None:  # a damaged summary.json is no finished run
+        return "finished"
     if checkpoint_files(out / "checkpoints"):
         return "checkpointed"
     return "partial"

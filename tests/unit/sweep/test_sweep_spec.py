@@ -248,8 +248,25 @@ def test_resume_runs_the_unfinished_trials_in_the_plan_order(tmp_path):
         (tmp_path / name).mkdir()
         (tmp_path / name / "summary.json").write_text(json.dumps(summary))
     (tmp_path / "seed2_a").mkdir()  # started, no summary yet (a checkpoint or nothing)
+    (tmp_path / "seed3_a").mkdir()
+    (tmp_path / "seed3_a" / "summary.json").write_text('{"interrupted": fal')  # cut short by a kill
     assert trials_to_run(names, tmp_path, resume=True) == ["seed1_b", "seed2_a", "seed3_a"]
     assert trials_to_run(names, tmp_path, resume=False) == names
+
+
+def test_a_trial_folder_with_a_damaged_summary_is_run_again_not_finished(tmp_path):
+    """A summary.json cut short (the driver killed while writing it) is no finished trial: the trial starts
+    over (no checkpoints) or continues (checkpoints); it raised a JSONDecodeError before."""
+    import json
+
+    from raysfl.sweep.trial import trial_state
+
+    out = tmp_path / "seed1_a"
+    out.mkdir()
+    (out / "summary.json").write_text('{"interrupted": fal')
+    assert trial_state(out, {"name": "x"}) == "partial"
+    (out / "summary.json").write_text(json.dumps({"interrupted": False}))
+    assert trial_state(out, {"name": "x"}) == "finished"
 
 
 def test_the_status_file_reads_a_finished_trials_summary_once(tmp_path, monkeypatch):
