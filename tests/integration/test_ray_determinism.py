@@ -5,17 +5,9 @@ import pytest
 
 from raysfl.engine.runner import run
 from raysfl.scenario import scenario_from_dict
+from tests.scenarios import TINY_GAS
 
-TINY = {
-    "name": "tiny-gas-ray",
-    "seed": 11,
-    "data": {"dataset": "synthetic", "partition": "shard", "synthetic_train": 600, "synthetic_test": 200},
-    "model": {"name": "lenet5"},
-    "federation": {"num_clients": 10, "active_clients": 4},
-    "train": {"global_iterations": 2, "local_iterations": 3, "batch_size": 16},
-    "algorithm": {"name": "gas", "params": {"q_s": 4, "q_c": 4, "covariance": "full"}},
-    "metrics": {"progress": False},
-}
+TINY = TINY_GAS
 
 
 def _metrics(out):

@@ -8,7 +8,7 @@ from raysfl.engine.dispatch import LocalDispatcher
 from raysfl.engine.loop import Totals
 from raysfl.engine.runner import realtime_late_note, run
 from raysfl.scenario import scenario_from_dict
-from tests.integration.test_ray_determinism import TINY
+from tests.scenarios import TINY_GAS as TINY
 
 
 def test_a_local_realtime_run_that_falls_behind_says_so(tmp_path, capsys):
