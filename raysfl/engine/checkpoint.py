@@ -47,7 +47,7 @@ SCENARIO_FILE = "scenario.toml"  # the resolved scenario, beside the checkpoints
 SUMMARY_FILE = "summary.json"  # written when a run ends (runner.run)
 NOT_RESULT_SECTIONS = ("engine", "metrics", "name")
 RESULT_ENGINE_FIELDS = {"precision": "float32"}  # engine fields that do change results, with their defaults
-TREE_KEYS = ("queue", "totals", "policy", "backend", "sinks")  # the snapshot trees of a checkpoint
+TREE_KEYS = ("queue", "totals", "due", "policy", "backend", "sinks")  # the snapshot trees of a checkpoint
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _UNSAFE_ADVICE = ("weights_only", "safe_globals", "trust")  # torch's advice to load code: never repeated
 
@@ -336,6 +336,7 @@ class Checkpointer:
                 "stopped": coordinator.stopped,  # taken at the event that stopped the run: it ends here
                 "queue": capture(coordinator.queue.snapshot()),
                 "totals": capture(coordinator.totals),
+                "due": capture(coordinator.due),  # realtime mode: postponed arrivals' first due times
                 "policy": capture(coordinator.policy, self.externals, root="policy"),
                 "backend": coordinator.dispatcher.snapshot(),
                 "sinks": capture({type(s).__name__: s.checkpoint(self.dir, tag) for s in self._sinks()}),
@@ -364,6 +365,7 @@ class Checkpointer:
         try:
             coordinator.queue.restore(rebuild(ck["queue"]))
             coordinator.totals = rebuild(ck["totals"])
+            coordinator.due = rebuild(ck["due"]) if "due" in ck else {}  # older checkpoints lack it
             coordinator.policy = rebuild(ck["policy"], self.externals, target=coordinator.policy)
             coordinator.dispatcher.restore(ck["backend"])
             sink_states = rebuild(ck["sinks"])

@@ -154,9 +154,8 @@ class Coordinator:
         self.totals = Totals()
         self.stopped = False
         self._wall0 = time.monotonic()
-        # realtime mode: a postponed arrival's first due time (not checkpointed: an arrival postponed when a
-        # checkpoint is taken counts as late after a resume only if it is postponed again)
-        self._due: dict[Slot, float] = {}
+        # realtime mode: each postponed arrival's first due time, by slot name (checkpoints keep it)
+        self.due: dict[tuple[Any, ...], float] = {}
 
     def run(self, resumed: bool = False, after_event: Callable[[Coordinator], None] | None = None) -> Totals:
         """Run until the policy stops or no event is left; then deliver every outstanding report.
@@ -203,14 +202,14 @@ class Coordinator:
         awaits = ev.data.get("awaits") or ev.data.get("fetch")
         if isinstance(self.clock, RealtimeClock):
             self.totals.lag_max_s = max(self.totals.lag_max_s, self.clock.max_lag_s)  # checkpoints carry it
-            slot = Slot(tuple(awaits)) if awaits else None
-            if slot is not None and not self.dispatcher.ready(slot):
-                self._due.setdefault(slot, ev.t)
+            name = tuple(awaits) if awaits else None
+            if name is not None and not self.dispatcher.ready(Slot(name)):
+                self.due.setdefault(name, ev.t)
                 self.queue.push(Event(ev.t + self.clock.retry_s, ev.kind, ev.client, ev.data))
                 return
-            if slot in self._due:  # a late arrival, taken now: counted once, however often it was retried
+            if name in self.due:  # a late arrival, taken now: counted once, however often it was retried
                 self.totals.postponed += 1
-                self.totals.late_max_s = max(self.totals.late_max_s, ev.t - self._due.pop(slot))
+                self.totals.late_max_s = max(self.totals.late_max_s, ev.t - self.due.pop(name))
         self.totals.events += 1
         fetch = ev.data.get("fetch")
         if fetch is not None:

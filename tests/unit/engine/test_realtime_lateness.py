@@ -73,3 +73,36 @@ def test_each_late_arrival_counts_once_with_how_late_it_came(tmp_path, monkeypat
     awaited = [slot for slot, looks in dispatcher.looks.items() if looks > _ArrivesLate.LOOKS]
     assert awaited and summary["realtime_postponed_arrivals"] == len(awaited)
     assert summary["realtime_max_late_s"] == pytest.approx(3 * 0.02 * scale)
+
+
+def test_an_arrival_postponed_across_a_checkpoint_is_late_from_its_first_due_time(tmp_path, monkeypatch):
+    """Checkpoints keep each postponed arrival's first due time: after a resume, an arrival that was
+    already retried at the checkpoint counts as late from when it was first due. Before, its lateness
+    started again at the resume: 3 retries instead of the 4 or more it had."""
+    from raysfl.engine.checkpoint import checkpoint_files
+    from raysfl.engine.snapshot import load_tree, rebuild
+    from tests.unit.engine.test_checkpoint_resume import crash_after
+
+    def arriving_late(prep):
+        return _ArrivesLate(runner_local(prep))  # each run (and the resume) looks afresh
+
+    runner_local = runner.local_dispatcher
+    monkeypatch.setattr(runner, "local_dispatcher", arriving_late)
+    scale = 50.0
+    sc = scenario_from_dict(
+        TINY,
+        ['engine.clock="realtime"', f"engine.time_scale={scale}", "engine.checkpoint_every=1"],
+    )
+    run(sc, tmp_path / "full", backend="local")
+    retry = 0.02 * scale  # emulated seconds between two looks
+    pending = {}
+    for path in checkpoint_files(tmp_path / "full" / "checkpoints"):
+        due = rebuild(load_tree(path)["due"])
+        if due:
+            pending[path.name] = due
+    assert pending, "no checkpoint was taken while an arrival was postponed"
+    first, due = next(iter(pending.items()))
+    crashed = crash_after(tmp_path / "full", tmp_path / "crashed", first)
+    resumed = run(sc, crashed, backend="local", resume=True)
+    assert resumed["resumed_from"] == first
+    assert resumed["realtime_max_late_s"] >= 4 * retry - 1e-9  # ≥ 1 retry before the checkpoint, 3 after
