@@ -4,7 +4,8 @@ Commands:
     raysfl list [WHAT]                              scenarios, datasets, models, algorithms, device profiles
     raysfl list algorithms NAME...                  these methods with their options (a built-in or
                                                     entry-point name, or an import path module:SPEC)
-    raysfl validate SCENARIO [key=value ...]        check a scenario and print its resolved form
+    raysfl validate SCENARIO [key=value ...]        check a scenario and print its resolved form (--data:
+                                                    load, partition and build it as a run does)
     raysfl describe model NAME [--split S]          parameters, FLOPs, activation size of a split model
     raysfl describe devices SCENARIO [key=value]    the device table the scenario draws
     raysfl data check NAME [--data-dir D]           find and verify a dataset
@@ -197,10 +198,19 @@ def _draw_devices(sc, source: str):  # noqa: ANN001, ANN202 - Scenario, DeviceTa
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """Validate a scenario; print its resolved TOML with ``--print``."""
+    """Validate a scenario; print its resolved TOML with ``--print``.
+
+    With ``--data`` also what depends on the data, exactly as a run prepares it before any worker starts:
+    the dataset is found and loaded, partitioned over the K clients and the model is built on its shapes.
+    """
     from raysfl.scenario import scenario_to_dict
 
     sc = _load(args.scenario, args.overrides)
+    prepared = None
+    if args.data or args.data_dir:
+        from raysfl.engine.runner import prepare
+
+        prepared = prepare(sc, args.data_dir)
     if args.print:
         print(dumps_toml(scenario_to_dict(sc)))
     fed, tr = sc.federation, sc.train
@@ -209,7 +219,24 @@ def cmd_validate(args: argparse.Namespace) -> int:
         f"{sc.model.name}/{sc.model.split or 'default'}, K={fed.num_clients}, C={fed.active_clients}, "
         f"E={tr.local_iterations}, B={tr.batch_size}, T={tr.global_iterations}, seed={sc.seed}"
     )
+    if prepared is not None:
+        print(_prepared_line(prepared))
     return 0
+
+
+def _prepared_line(prepared: Any) -> str:
+    """What ``validate --data`` found: the data's source and sizes, the partition's spread, the model."""
+    import numpy as np
+
+    ds, setup, prof = prepared.dataset, prepared.setup, prepared.profile
+    sizes = np.array([len(ix) for ix in setup.client_indices])
+    classes = (np.asarray(setup.label_hist) > 0).sum(axis=1)
+    return (
+        f"data: {len(ds.train_y)} train / {len(ds.test_y)} test samples from {ds.source}; "
+        f"samples per client {sizes.min()}–{sizes.max()} (median {np.median(sizes):g}), "
+        f"classes per client {classes.min()}–{classes.max()}; model {prof.name}/{prof.split}: "
+        f"{prof.full_params:,} parameters, activations {prof.activation_bytes:,} B per sample"
+    )
 
 
 def _dataset_shape(dataset: str) -> tuple[int, int, int]:
@@ -579,6 +606,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("scenario")
     p.add_argument("overrides", nargs="*", default=[], metavar="key=value")  # default: not "required"
     p.add_argument("--print", action="store_true", help="print the resolved scenario as TOML")
+    p.add_argument(
+        "--data",
+        action="store_true",
+        help="also load the dataset, partition it over the clients and build the model, as a run does "
+        "(finds what depends on the data: a partition that cannot give every client its minimum, a "
+        "model that does not fit the images)",
+    )
+    p.add_argument("--data-dir", help="look for the dataset here first (implies --data)")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("describe", help="describe a model or a scenario's devices")

@@ -105,6 +105,30 @@ def test_validate_ok_and_overrides(capsys):
     assert "T=3" in capsys.readouterr().out
 
 
+SYNTHETIC = ['data.dataset="synthetic"', "data.synthetic_train=600", 'model.name="lenet5"']
+SYNTHETIC += ['model.split="conv1"']
+
+
+def test_validate_with_data_partitions_and_builds_as_a_run_does(capsys):
+    """--data finds what depends on the data: 600 samples cannot give 20 clients 40 each. Without it the
+    scenario is valid as written (the run would fail at its start)."""
+    impossible = [*SYNTHETIC, 'data.partition="dirichlet"', "data.min_client_size=40"]
+    assert main(["validate", DEFAULT, *impossible]) == 0
+    capsys.readouterr()
+    assert main(["validate", DEFAULT, "--data", *impossible]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no "ok"
+    assert captured.err.startswith("raysfl: dirichlet: 600 samples cannot give K=20 clients")
+    assert "data.min_client_size=40" in captured.err
+    assert main(["validate", DEFAULT, "--data", *SYNTHETIC]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("ok: default: gas on synthetic (shard)")
+    # 600 samples over K = 20 in shards: 30 each; LeNet-5's conv1 activation (pooled): 6×14×14 float32
+    assert out[1].startswith("data: 600 train / 500 test samples from synthetic (generated: seed=0")
+    assert "samples per client 30–30 (median 30)" in out[1]
+    assert out[1].endswith("model lenet5/conv1: 61,706 parameters, activations 4,704 B per sample")
+
+
 @pytest.mark.parametrize(
     "argv, needle",
     [
