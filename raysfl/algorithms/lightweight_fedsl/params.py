@@ -58,7 +58,11 @@ class LightweightFedSLParams:
         "zeros save nothing on dense kernels [A] spec §2.3",
     )
     importance_flops_per_param: float = option(
-        2.0, ge=0, doc="c_imp: FLOPs per client parameter to score |w⊙g| in a pruning round [A] spec §2.3"
+        2.0,
+        ge=0,
+        doc="c_imp: FLOPs per client parameter to score |w⊙g|, charged every round while prune_final > 0 "
+        "(the policy times a round before the client's check; pruning fires in almost every round) [A] "
+        "spec §2.3",
     )
     update_flops_per_param: float = option(
         2.0, ge=0, doc="c_upd: FLOPs per client parameter of the masked, quantized update [A] spec §2.3"
