@@ -467,6 +467,7 @@ def _check_target(target: float | None) -> None:
 def cmd_compare(args: argparse.Namespace) -> int:
     """Print a markdown table comparing finished runs."""
     from raysfl.compare import RunDirError, compare_table, load_run
+    from raysfl.report.runs import ordered_children, unfinished_trials
 
     dirs: list[Path] = []
     for item in args.runs:
@@ -474,14 +475,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if (p / "summary.json").is_file():
             dirs.append(p)
         elif p.is_dir():
-            found = sorted(d for d in p.iterdir() if (d / "summary.json").is_file())
+            children = ordered_children(p)  # a sweep's trials in its file's order, as report lists them
+            found = [d for d in children if (d / "summary.json").is_file()]
             if not found:
                 raise UsageError(
                     f"{item}: not a finished run directory (no summary.json), nor a folder of finished runs"
                 )
             dirs += found
-            for d in sorted(d for d in p.iterdir() if (d / "config.toml").is_file() and d not in found):
+            for d in (d for d in children if (d / "config.toml").is_file() and d not in found):
                 print(f"compare: left out {d}: no summary.json (unfinished or failed)", file=sys.stderr)
+            for d, why in unfinished_trials(p, children):
+                print(f"compare: left out {d}: {why}", file=sys.stderr)
         else:
             raise UsageError(f"{item}: not a run directory")
     _check_target(args.target)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from raysfl.report.runs import target_text
 from raysfl.run_files import METRIC_COLUMNS, RunDirError, read_config, read_metrics, read_summary
 
 __all__ = ["RunDirError", "RunRecord", "compare_table", "load_run"]
@@ -149,7 +150,7 @@ def compare_table(runs: list[RunRecord], target: float | None = None) -> str:
     """
     head = ["run", "algorithm", "dataset", "final acc %", "best acc %", "paper acc %", "emulated s"]
     if target is not None:
-        head += [f"s to {100 * target:.0f} %", "conv acc %", "acc gain of 1st %", "speed gain of 1st %"]
+        head += [f"s to {target_text(target)}", "conv acc %", "acc gain of 1st %", "speed gain of 1st %"]
     head += ["MiB up", "MiB down"]
     ours = runs[0] if runs else None
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

@@ -3,7 +3,8 @@
 One row per group of runs that differ only in their seed (:mod:`raysfl.report.runs`):
 
     n                 runs in the group (seeds)
-    final / best acc  mean ± sample std over the seeds, in %
+    final / best acc  mean ± sample std over the seeds, in % ("(k/n)" after a cell over fewer seeds: a run
+                      without evaluations of the metric; one seed: its value, no ±)
     last-K acc        with ``--last K``: each run's mean accuracy over its last K evaluations, then mean ± std
                       over the seeds (a steadier end point than the final evaluation for methods whose
                       accuracy swings between evaluations, e.g. FedBuff under non-IID data)
@@ -23,6 +24,7 @@ in ``report.md``.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -42,6 +44,7 @@ from raysfl.report.runs import (
     label,
     mean_std,
     one_run_per_seed,
+    target_text,
 )
 
 REPORT_FILE = "report.md"
@@ -56,6 +59,7 @@ class GroupStats:
     final: tuple[float | None, float | None]
     best: tuple[float | None, float | None]
     last: tuple[float | None, float | None]
+    counted: dict[str, int]  # "final", "best", "last": the seeds each of those means is over
     to_target: tuple[float | None, float | None]
     reached: int
     mib_up: float
@@ -95,6 +99,7 @@ def group_stats(
     n = len(runs)
     return GroupStats(
         n=n,
+        counted={"final": _count(finals), "best": _count(bests), "last": _count(tails)},
         final=mean_std(finals),
         best=mean_std(bests),
         last=mean_std(tails),
@@ -106,10 +111,26 @@ def group_stats(
     )
 
 
+def _count(values: Sequence[float | None]) -> int:
+    """How many of ``values`` :func:`mean_std` averages (finite numbers)."""
+    return sum(v is not None and math.isfinite(float(v)) for v in values)
+
+
+def _over(counted: int, n: int) -> str:
+    """`` (k/n)`` after a mean over k of the group's n seeds; nothing when it is over all of them."""
+    return f" ({counted}/{n})" if counted < n else ""
+
+
+def x_text(value: float, x: str) -> str:
+    """A position on axis ``x`` in a per-seed cell: whole iterations, else one decimal (as the table)."""
+    return f"{value:.0f}" if x == "iteration" else f"{value:.1f}"
+
+
 def seed_cell(run: Run, target: float | None, x: str, last: int, metric: str = "accuracy") -> str:
     """One run's cell of the per-seed table: accuracy % (last-K mean, else final) and its x at the target.
 
-    Example: ``"72.19 / 681"``; "—" for a target the run never reached; the accuracy alone without a target.
+    Example: ``"72.19 / 681.3"``; "—" for a target the run never reached; the accuracy alone without a
+    target.
     """
     xs, accs = run.curve(x, metric)
     acc = run.end(metric, last)
@@ -117,7 +138,7 @@ def seed_cell(run: Run, target: float | None, x: str, last: int, metric: str = "
     if target is None:
         return text
     hit = first_reaching(xs, accs, target)
-    return f"{text} / {'—' if hit is None else f'{hit:.0f}'}"
+    return f"{text} / {'—' if hit is None else x_text(hit, x)}"
 
 
 def per_seed_table(
@@ -133,7 +154,7 @@ def per_seed_table(
     short = metric_label(metric)
     what = f"last-{last} {short} %" if last > 0 else f"final {short} %"
     if target is not None:
-        what += f" / {UNITS[x]} to {100 * target:.0f} %"
+        what += f" / {UNITS[x]} to {target_text(target)}"
     lines = [f"Per seed ({what}):", "", "| method | " + " | ".join(f"seed {s}" for s in seeds) + " |"]
     lines.append("|---|" + "---|" * len(seeds))
     for g, name in zip(members, names, strict=True):
@@ -225,7 +246,7 @@ def write_report(
     if command:
         lines += [f"Made by `{command}`.", ""]
     lines += _provenance(runs) + _datasets(runs)
-    target_col = f"{UNITS[x]} to {100 * target:.0f} % (reached)" if target is not None else None
+    target_col = f"{UNITS[x]} to {target_text(target)} (reached)" if target is not None else None
     short = metric_label(metric)
     head = ["setting", "method", "n", f"final {short} %", f"best {short} %"]
     head += [f"last-{last} {short} %"] if last else []
@@ -238,8 +259,9 @@ def write_report(
         for g in members:
             st = group_stats(g, target, x, last, metric)
             row = [setting_label, method_names[id(g)], str(st.n)]
-            row += [_pm(st.final, 100), _pm(st.best, 100)]
-            row += [_pm(st.last, 100)] if last else []
+            row += [_pm(st.final, 100) + _over(st.counted["final"], st.n)]
+            row += [_pm(st.best, 100) + _over(st.counted["best"], st.n)]
+            row += [_pm(st.last, 100) + _over(st.counted["last"], st.n)] if last else []
             row += [_paper(g)] if paper else []
             if target_col:
                 row.append(f"{_pm(st.to_target, 1, 1)} ({st.reached}/{st.n})")
@@ -258,9 +280,24 @@ def write_report(
         lines[-1] += f" Last-{last} {short}: each run's mean over its last {last} evaluations."
     if target_col and target is not None:
         lines[-1] += (
-            f" {UNITS[x].capitalize()} to {100 * target:.0f} %: over the seeds that reached it, which the "
+            f" {UNITS[x].capitalize()} to {target_text(target)}: over the seeds that reached it, which the "
             "count in brackets gives; a seed that did not is left out, not counted at its budget."
         )
+    lines[-1] += (
+        " An accuracy cell with (k/n) is over the k seeds that evaluated it (a run without evaluations is "
+        "left out); a group of one seed shows its value without ±."
+        " Figures: the line is the mean over seeds, each seed linearly interpolated onto the x values any"
+        " seed evaluated at where all of them have evaluations; the band spans the seeds' minimum to maximum."
+    )
+    counts = [n for n in (len(r.curve("iteration", metric)[1]) for r in runs) if 0 < n < last]
+    warnings: list[str] = []
+    if counts:
+        warnings.append(
+            f"--last {last}: {len(counts)} run(s) have fewer evaluations (the fewest: {min(counts)}); "
+            f"their last-{last} mean is over all their evaluations, the initial model's included"
+        )
+    if warnings:  # the report states them, not only the terminal
+        lines += ["", "Note: " + "; ".join(warnings) + "."]
     paired_somewhere: set[str] = set()
     for i, (setting_label, members) in enumerate(settings.items(), start=1):
         lines += ["", f"## {setting_label}", ""]
@@ -286,13 +323,6 @@ def write_report(
     _remove_stale_figures(out, figures)
     report = out / REPORT_FILE
     report.write_text("\n".join(lines) + "\n")
-    counts = [n for n in (len(r.curve("iteration", metric)[1]) for r in runs) if 0 < n < last]
-    warnings: list[str] = []
-    if counts:
-        warnings.append(
-            f"--last {last}: {len(counts)} run(s) have fewer evaluations (the fewest: {min(counts)}); "
-            f"their last-{last} mean is over all their evaluations, the initial model's included"
-        )
     warnings += [
         f"--paired {p.baseline!r}: no setting has it and a method to pair with it (the settings split "
         f"by {', '.join(setting_keys) or 'nothing'}); nothing was paired"

@@ -62,8 +62,8 @@ class Run:
         return int(self.scenario.get("seed", 0))
 
     def curve(self, x: str, metric: str = "accuracy") -> tuple[np.ndarray, np.ndarray]:
-        """(x values, ``metric``) of the evaluations that have one; ``x`` is one of :data:`X_AXES`."""
-        pts = [(x_value(r, x), float(r[metric])) for r in self.rows if r.get(metric) is not None]
+        """(x values, finite ``metric`` values) of the evaluations; ``x`` is one of :data:`X_AXES`."""
+        pts = [(x_value(r, x), float(r[metric])) for r in self.rows if _finite(r.get(metric))]
         xs = np.array([p[0] for p in pts], dtype=float)
         ys = np.array([p[1] for p in pts], dtype=float)
         return xs, ys
@@ -154,6 +154,19 @@ def x_value(row: dict[str, Any], x: str) -> float:
     raise ValueError(f"x axis {x!r}: choose one of {', '.join(X_AXES)}")
 
 
+def _finite(value: Any) -> bool:
+    """Whether ``value`` is a number other than NaN or ±inf (``None``: no)."""
+    return value is not None and math.isfinite(float(value))
+
+
+def target_text(target: float) -> str:
+    """A target accuracy (a fraction) as the percent it is: ``0.6`` → ``60 %``, ``0.255`` → ``25.5 %``.
+
+    A whole percent would name another threshold than the one applied.
+    """
+    return f"{100 * target:.6g} %"
+
+
 def canonical(doc: Any) -> str:
     """A text that is equal for equal documents (sorted keys)."""
     return json.dumps(doc, sort_keys=True, default=str)
@@ -199,10 +212,33 @@ def _candidates(path: Path, sweeps: dict[Path, dict[str, dict[str, Any]]]) -> It
         yield path
         return
     sweeps[path] = _sweep_trials(path)
-    rank = {name: i for i, name in enumerate(sweeps[path])}
-    children = [p for p in path.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))]
-    for child in sorted(children, key=lambda p: (rank.get(p.name, len(rank)), p.name)):
+    for child in ordered_children(path, sweeps[path]):
         yield from _candidates(child, sweeps)
+
+
+def ordered_children(folder: Path, trials: dict[str, Any] | None = None) -> list[Path]:
+    """``folder``'s subfolders: a sweep's trials in its file's order, then the others by name.
+
+    ``trials`` is the folder's ``sweep.json`` trials (read when not given); Tune's own and hidden folders
+    are left out.
+    """
+    rank = {name: i for i, name in enumerate(_sweep_trials(folder) if trials is None else trials)}
+    children = [p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))]
+    return sorted(children, key=lambda p: (rank.get(p.name, len(rank)), p.name))
+
+
+def unfinished_trials(folder: Path, present: Iterable[Path] = ()) -> list[tuple[Path, str]]:
+    """The trials ``folder``'s ``sweep.json`` lists as failed or not run, each with its reason.
+
+    Trials with a folder among ``present`` are left out (their folder tells); a failed trial's reason is its
+    recorded error.
+    """
+    seen = set(present)
+    return [
+        (folder / name, _failure(trial) if trial.get("status") == "failed" else "not run")
+        for name, trial in _sweep_trials(folder).items()
+        if folder / name not in seen and trial.get("status") != "finished"
+    ]
 
 
 def error_head(message: str) -> str:
@@ -269,10 +305,7 @@ def find_runs(paths: Sequence[str | Path]) -> tuple[list[Run], list[tuple[Path, 
                 runs.append(run)
             else:
                 skipped.append((run_dir, reason))
-        for name, trial in (sweeps[root] if root in sweeps else _sweep_trials(root)).items():
-            if root / name not in seen and trial.get("status") != "finished":
-                reason = _failure(trial) if trial.get("status") == "failed" else "not run"
-                skipped.append((root / name, reason))
+        skipped += unfinished_trials(root, seen)
     return runs, skipped
 
 
@@ -293,10 +326,30 @@ def one_run_per_seed(runs: Sequence[Run]) -> tuple[list[Run], list[tuple[Path, s
         elif run.path.resolve() == first[key].path.resolve():
             repeats.append((run.path, "found twice under the given paths: counted once"))
         else:
+            kept_run = first[key]
+            same = _same_numbers(run, kept_run)
+            differs = "" if same else f" (its numbers differ: {_differs(run, kept_run)})"
             repeats.append(
-                (run.path, f"the same setting and seed {run.seed} as {first[key].path}: counted once")
+                (run.path, f"the same setting and seed {run.seed} as {kept_run.path}: counted once{differs}")
             )
     return kept, repeats
+
+
+def _same_numbers(a: Run, b: Run) -> bool:
+    """Whether two runs logged the same evaluations (wall time aside): a true repeat of a seed."""
+    strip = [{k: v for k, v in r.items() if k != "wall_s"} for r in a.rows]
+    return strip == [{k: v for k, v in r.items() if k != "wall_s"} for r in b.rows]
+
+
+def _differs(run: Run, kept: Run) -> str:
+    """How a repeat's evaluations differ from the kept run's, in a few words."""
+    if len(run.rows) != len(kept.rows):
+        return f"{len(run.rows)} evaluations against {len(kept.rows)}"
+    a, b = run.final(), kept.final()
+    if a != b:
+        show = [("-" if v is None else f"{100 * v:.2f} %") for v in (a, b)]
+        return f"final accuracy {show[0]} against {show[1]}"
+    return "other evaluations"
 
 
 def group_runs(runs: Sequence[Run]) -> list[Group]:
@@ -389,15 +442,17 @@ def first_reaching(xs: np.ndarray, ys: np.ndarray, target: float) -> float | Non
 def mean_curve(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, ...]:
     """(x, mean, min, max) of several seeds' accuracy curves on one x grid.
 
-    The grid is every x any seed evaluated at, up to the smallest last x of all seeds (so every seed has a
-    value there); each curve is linearly interpolated onto it. With identical x values (global
-    iterations) this is the plain mean, min and max of the seeds' evaluations.
+    The grid is every x any seed evaluated at from the largest first x of all seeds to the smallest last
+    x (so every seed has a value there, none held beyond its own evaluations); each curve is linearly
+    interpolated onto it. With identical x values (global iterations) this is the plain mean, min and max
+    of the seeds' evaluations. Seeds whose evaluations do not overlap give an empty grid.
     """
     curves = [(x, y) for x, y in curves if len(x)]
     if not curves:
         empty = np.array([], dtype=float)
         return empty, empty, empty, empty
+    start = max(float(x[0]) for x, _ in curves)
     end = min(float(x[-1]) for x, _ in curves)
-    grid = np.unique(np.concatenate([x[x <= end] for x, _ in curves]))
+    grid = np.unique(np.concatenate([x[(x >= start) & (x <= end)] for x, _ in curves]))
     values = np.stack([np.interp(grid, x, y) for x, y in curves])
     return grid, values.mean(axis=0), values.min(axis=0), values.max(axis=0)

@@ -195,3 +195,29 @@ def test_damaged_runs_and_folders_without_runs_are_named(tmp_path, capsys):
         f"{tmp_path / 'empty'}: not a finished run directory (no summary.json), nor a folder of finished runs"
         in capsys.readouterr().err
     )
+
+
+def test_compare_lists_a_sweeps_trials_in_its_files_order(tmp_path, capsys):
+    """The first row is the run the gain columns measure against: a sweep folder gives its trials in the
+    sweep file's order (as `raysfl report` does), not by name, and names the trials that failed."""
+    import json
+
+    from tests.unit.sweep.test_report import _scenario, make_run
+
+    root = tmp_path / "sweep"
+    for name, acc in (("gas", 0.7), ("fedasync", 0.5)):
+        out = make_run(root, f"seed1_{name}", _scenario(name, 1), [(0, 0.0, 0.1), (1, 10.0, acc)])
+        summary = json.loads((out / "summary.json").read_text())
+        summary.update(scenario=name, algorithm=name, dataset="fashion-mnist", emulated_s=10.0)
+        (out / "summary.json").write_text(json.dumps(summary))
+    trials = {
+        "seed1_gas": {"status": "finished"},
+        "seed1_fedasync": {"status": "finished"},
+        "seed1_fedbuff": {"status": "failed", "error": "RunFailedError: gave up"},
+    }
+    (root / "sweep.json").write_text(json.dumps({"trials": trials}))
+    assert main(["compare", str(root), "--target", "0.6"]) == 0
+    captured = capsys.readouterr()
+    rows = [line for line in captured.out.splitlines() if line.startswith("| seed1_")]
+    assert [row.split(" | ")[0] for row in rows] == ["| seed1_gas", "| seed1_fedasync"]
+    assert f"compare: left out {root / 'seed1_fedbuff'}: failed: RunFailedError: gave up" in captured.err

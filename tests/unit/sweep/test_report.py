@@ -160,6 +160,18 @@ def test_mean_curve_interpolates_seeds_onto_one_grid():
     assert high[3] == pytest.approx(max(0.7, 0.65 + 0.15 * 8 / 12))
 
 
+def test_mean_curve_starts_where_every_seed_has_evaluated():
+    """Wall-clock axes start at a different x per seed: no seed's first value is held before it (the mean
+    began at 0.05 s with seed b's first accuracy standing in for values it never had)."""
+    a = (np.array([0.05, 1.0, 2.0]), np.array([0.1, 0.5, 0.7]))
+    b = (np.array([0.85, 1.5, 2.5]), np.array([0.3, 0.6, 0.8]))
+    grid, mean, _, _ = mean_curve([a, b])
+    assert list(grid) == [0.85, 1.0, 1.5, 2.0]
+    a85 = 0.1 + 0.4 * 0.8 / 0.95
+    assert mean[0] == pytest.approx((a85 + 0.3) / 2)
+    assert len(mean_curve([(np.array([0.0, 0.5]), np.array([0.1, 0.2])), b])[0]) == 0  # no overlap
+
+
 def test_the_figure_has_one_line_and_one_band_per_method(runs):
     groups = [g for g in group_runs(find_runs([runs])[0]) if g.scenario["data"]["partition"] == "shard"]
     names = method_labels(groups)
@@ -219,8 +231,8 @@ def test_the_per_seed_table_has_each_runs_own_numbers(runs, tmp_path):
     # gas, shard: tails (0.5+0.7)/2, (0.65+0.8)/2, (0.3+0.45)/2; 0.6 first reached at 20 s, 12 s, never
     assert "Per seed (last-2 acc % / emulated s to 60 %):" in text
     assert "| method | seed 1 | seed 2 | seed 3 |" in text
-    assert "| gas | 60.00 / 20 | 72.50 / 12 | 37.50 / — |" in text
-    assert "| fedavg | 51.00 / 60 | 42.50 / — |  |" in text  # no seed 3: an empty cell
+    assert "| gas | 60.00 / 20.0 | 72.50 / 12.0 | 37.50 / — |" in text  # one decimal, as the main table
+    assert "| fedavg | 51.00 / 60.0 | 42.50 / — |  |" in text  # no seed 3: an empty cell
     # without --last and --target: the final accuracy alone
     assert main(["report", str(runs), "--out", str(out)]) == 0
     assert "| gas | 70.00 | 80.00 | 45.00 |" in (out / "report.md").read_text()
@@ -649,3 +661,83 @@ def test_a_new_report_removes_the_figures_of_an_earlier_one_that_it_does_not_use
     assert not [p for p in pngs if p.startswith("accuracy_wall_")]
     assert [p for p in pngs if p != "notes.png"] == sorted(p for p in pngs if f"]({p})" in text)
     assert "notes.png" in pngs
+
+
+def _gaps(tmp_path: Path) -> Path:
+    """Three FedAvg seeds, one of them without an evaluation; three FedAsync seeds of 2 evaluations."""
+    root = tmp_path / "gaps"
+    make_run(root, "fedavg_s1", _scenario("fedavg", 1), [(0, 0.0, 0.1), (1, 10.0, 0.2), (2, 20.0, 0.4)])
+    make_run(root, "fedavg_s2", _scenario("fedavg", 2), [(0, 0.0, 0.1), (1, 10.0, 0.3), (2, 20.0, 0.6)])
+    empty = make_run(root, "fedavg_s3", _scenario("fedavg", 3), [(0, 0.0, 0.1)])
+    pq.write_table(pq.read_table(empty / "metrics.parquet").slice(0, 0), empty / "metrics.parquet")
+    (empty / "summary.json").write_text(json.dumps({"final_accuracy": None, "best_accuracy": None,
+                                                    "interrupted": False}))  # fmt: skip
+    for seed in (1, 2, 3):
+        make_run(root, f"fedasync_s{seed}", _scenario("fedasync", seed), [(0, 0.0, 0.1), (1, 5.0, 0.255)])
+    return root
+
+
+def test_a_mean_over_fewer_seeds_than_the_group_says_over_how_many(tmp_path):
+    """n counts the group's runs; a cell whose mean leaves a run out (no evaluation) says k/n, the figure's
+    legend counts the curves it draws, and the footnote says what both mean."""
+    out = tmp_path / "rep"
+    assert main(["report", str(_gaps(tmp_path)), "--out", str(out), "--target", "0.255"]) == 0
+    text = (out / "report.md").read_text()
+    # final (0.4 + 0.6) / 2 over 2 of 3 seeds, sample std sqrt(0.02) = 14.14 points
+    assert "| fedavg | 3 | 50.00 ± 14.14 (2/3) | 50.00 ± 14.14 (2/3) |" in text
+    assert "| fedasync | 3 | 25.50 ± 0.00 | 25.50 ± 0.00 |" in text  # all three: no count
+    assert "An accuracy cell with (k/n) is over the k seeds that evaluated it" in text
+    groups = group_runs(find_runs([tmp_path / "gaps"])[0])
+    names = method_labels(groups)
+    fig = accuracy_figure(groups, [names[id(g)] for g in groups], "emulated", "gaps")
+    labels = sorted(line.get_label() for line in fig.axes[0].get_lines())
+    assert labels == ["fedasync (n=3)", "fedavg (n=2 of 3)"]
+
+
+def test_the_target_is_named_as_the_threshold_applied(tmp_path):
+    """--target 0.255 is reached by an evaluation at exactly 25.5 %: the heading says 25.5 %, not 26 %."""
+    out = tmp_path / "rep"
+    assert main(["report", str(_gaps(tmp_path)), "--out", str(out), "--target", "0.255"]) == 0
+    text = (out / "report.md").read_text()
+    assert "emulated s to 25.5 % (reached)" in text and "26 %" not in text
+    assert "| fedasync | 3 | 25.50 ± 0.00 | 25.50 ± 0.00 | - | 5.0 ± 0.0 (3/3) |" in text
+    assert "Per seed (final acc % / emulated s to 25.5 %):" in text
+
+
+def test_a_last_k_longer_than_a_run_is_noted_in_the_report(tmp_path, capsys):
+    out = tmp_path / "rep"
+    assert main(["report", str(_gaps(tmp_path)), "--out", str(out), "--last", "3"]) == 0
+    note = (
+        "--last 3: 3 run(s) have fewer evaluations (the fewest: 2); their last-3 mean is over all their "
+        "evaluations, the initial model's included"
+    )
+    assert f"Note: {note}." in (out / "report.md").read_text()
+    assert note in capsys.readouterr().err
+
+
+def test_long_method_labels_get_a_legend_under_the_axes(runs):
+    """A sweep's bound keys make labels of 100 characters: inside the axes they covered the curves."""
+    groups = [g for g in group_runs(find_runs([runs])[0]) if g.scenario["data"]["partition"] == "shard"]
+    long = ["fedavg (" + ", ".join(f"train.key_{i}=value_{i}" for i in range(6)) + ")", "gas"]
+    fig = accuracy_figure(groups, long, "emulated", "shard")
+    (ax,) = fig.axes
+    assert ax.get_legend() is None and len(fig.legends) == 1
+    texts = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "\n" in texts[0] and texts[0].replace("\n", " ") == long[0] + " (n=2)"  # wrapped, not cut
+    assert fig.get_size_inches()[1] > 4.5  # taller, so the axes keep their height
+    fig.canvas.draw()  # constrained layout: the axes keep most of the width
+    assert ax.get_position().width > 0.6
+
+
+def test_a_repeated_seed_with_other_numbers_says_so(runs, tmp_path):
+    """The first run of a seed is kept; a second one with other evaluations is named as different."""
+    other = tmp_path / "other"
+    make_run(other, "gas_s1", _scenario("gas", 1), [(0, 0.0, 0.1), (1, 10.0, 0.5), (2, 20.0, 0.3)])
+    same = tmp_path / "same"
+    make_run(same, "gas_s1", _scenario("gas", 1), [(0, 0.0, 0.1), (1, 10.0, 0.5), (2, 20.0, 0.7)])
+    out = tmp_path / "rep"
+    assert main(["report", str(runs), str(other), str(same), "--out", str(out)]) == 0
+    text = (out / "report.md").read_text()
+    assert f"- `{other / 'gas_s1'}`: the same setting and seed 1 as {runs / 'gas_s1'}: counted once (its " \
+        "numbers differ: final accuracy 30.00 % against 70.00 %)" in text  # fmt: skip
+    assert f"- `{same / 'gas_s1'}`: the same setting and seed 1 as {runs / 'gas_s1'}: counted once\n" in text
