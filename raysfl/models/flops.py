@@ -8,7 +8,8 @@ counts into durations (DESIGN.md, "The time model").
 
 Byte sizes assume float32 on the wire: 4 bytes per activation value and per parameter. Buffers (BatchNorm
 running statistics and its step counter) are not parameters; they are reported separately as
-``*_buffer_bytes`` (also 4 bytes per value), for methods that ship them with the model (FedASMU spec §2.6).
+``*_buffer_bytes`` (4 bytes per floating value, 8 per int64 step counter, as a state dict holds them), for
+methods that ship them with the model (FedASMU spec §2.6).
 """
 
 from __future__ import annotations
@@ -83,6 +84,18 @@ def count_params(module: nn.Module | None) -> int:
 def count_buffers(module: nn.Module | None) -> int:
     """Number of buffer values of ``module`` (BatchNorm running mean/var and step counter; 0 for ``None``)."""
     return 0 if module is None else sum(b.numel() for b in module.buffers())
+
+
+def buffer_bytes(module: nn.Module | None) -> int:
+    """Bytes of ``module``'s buffers on the wire: floating values as float32, integers at their own size.
+
+    BatchNorm's step counter (``num_batches_tracked``) is an int64: 8 bytes, as a state dict sends it.
+    """
+    if module is None:
+        return 0
+    return sum(
+        b.numel() * (BYTES_PER_VALUE if b.is_floating_point() else b.element_size()) for b in module.buffers()
+    )
 
 
 def _forward_backward(module: nn.Module, x: torch.Tensor) -> tuple[int, int]:
@@ -174,9 +187,9 @@ def profile_split_model(model: SplitModel, batch_size: int = 2) -> ModelProfile:
         client_model_bytes=c * BYTES_PER_VALUE,
         server_model_bytes=s * BYTES_PER_VALUE,
         aux_model_bytes=a * BYTES_PER_VALUE,
-        client_buffer_bytes=cb * BYTES_PER_VALUE,
-        server_buffer_bytes=sb * BYTES_PER_VALUE,
-        aux_buffer_bytes=ab * BYTES_PER_VALUE,
+        client_buffer_bytes=buffer_bytes(model.client),
+        server_buffer_bytes=buffer_bytes(model.server),
+        aux_buffer_bytes=buffer_bytes(model.aux),
     )
 
 

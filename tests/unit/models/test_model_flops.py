@@ -73,7 +73,9 @@ def test_bytes_and_buffers():
     assert p.client_model_bytes == 4 * p.client_params
     # BN running mean + var per channel and one step counter per BN layer, counted apart from parameters.
     assert p.client_buffers == count_buffers(model.client) == 2 * (64 + 64 + 128 + 128) + 4
-    assert p.client_buffer_bytes == 4 * p.client_buffers
+    # float32 statistics at 4 bytes, the four int64 step counters at 8: what a state dict of the part holds
+    assert p.client_buffer_bytes == 4 * 2 * (64 + 64 + 128 + 128) + 8 * 4
+    assert p.client_buffer_bytes == sum(b.numel() * b.element_size() for b in model.client.buffers())
     assert p.aux_params == p.aux_model_bytes == 0 and p.aux_forward_flops == 0
 
 
