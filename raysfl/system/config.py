@@ -270,7 +270,10 @@ class SystemConfig:
     link: LinkConfig = option(factory=LinkConfig)
     timing: TimingConfig = option(factory=TimingConfig)
     server_flops_per_s: float = option(
-        0.0, ge=0, doc="server compute rate, FLOP/s; 0 = server compute is free [C] GAS §10.2"
+        0.0,
+        ge=0,
+        doc="server compute rate of the split methods' server passes, FLOP/s; 0 = server compute is free "
+        "[C] GAS §10.2 (the FL methods' aggregation is not timed: they leave it unused)",
     )
     trace_file: str = option(
         "",
