@@ -29,13 +29,26 @@ def _prototypes(rng: np.random.Generator, classes: int, channels: int, size: int
     return coarse[:, :, cell[:, None], cell[None, :]]
 
 
+CHUNK = 4096
+"""Samples generated at a time: the float64 work arrays stay a few MB however many samples are asked for."""
+
+
 def _samples(
     rng: np.random.Generator, protos: np.ndarray, n: int, noise: float
 ) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` shuffled, balanced labels and their noisy uint8 images.
+
+    The noise is drawn ``CHUNK`` samples at a time: a Generator's normal draws continue one stream, so the
+    bytes are those of one draw of all ``n`` at once.
+    """
     classes = protos.shape[0]
     y = rng.permutation(np.arange(n) % classes).astype(np.int64)
-    x = protos[y] + noise * rng.standard_normal((n, *protos.shape[1:]))
-    return np.ascontiguousarray(np.rint(np.clip(x, 0.0, 1.0) * 255), dtype=np.uint8), y
+    x = np.empty((n, *protos.shape[1:]), dtype=np.uint8)
+    for start in range(0, n, CHUNK):
+        rows = y[start : start + CHUNK]
+        noisy = protos[rows] + noise * rng.standard_normal((len(rows), *protos.shape[1:]))
+        x[start : start + len(rows)] = np.rint(np.clip(noisy, 0.0, 1.0) * 255)
+    return x, y
 
 
 def make_synthetic(cfg: DataConfig) -> ImageDataset:
