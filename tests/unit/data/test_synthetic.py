@@ -69,3 +69,19 @@ def test_logistic_regression_learns_it_in_a_few_steps() -> None:
     with torch.no_grad():
         logits = model(to_batch(ds.test_x, np.arange(300), tf, train=False).flatten(1))
     assert (logits.argmax(1).numpy() == ds.test_y).mean() > 0.6
+
+
+def test_images_made_in_chunks_are_the_bytes_of_one_draw(monkeypatch):
+    """The noise is drawn CHUNK samples at a time to bound memory; the stream, and so every byte, is that
+    of a single draw (a chunk of 7 against one chunk of everything, with a remainder)."""
+    from raysfl.data import synthetic
+    from raysfl.data.config import DataConfig
+
+    cfg = DataConfig(dataset="synthetic", synthetic_train=100, synthetic_test=30, synthetic_channels=3)
+    monkeypatch.setattr(synthetic, "CHUNK", 7)
+    small = synthetic.make_synthetic(cfg)
+    monkeypatch.setattr(synthetic, "CHUNK", 10**6)
+    whole = synthetic.make_synthetic(cfg)
+    for name in ("train_x", "train_y", "test_x", "test_y"):
+        assert np.array_equal(getattr(small, name), getattr(whole, name)), name
+    assert small.mean == whole.mean and small.std == whole.std
