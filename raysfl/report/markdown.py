@@ -24,7 +24,6 @@ in ``report.md``.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from raysfl.report.runs import (
     canonical,
     differing_fields,
     find_runs,
+    finite_values,
     first_reaching,
     group_runs,
     label,
@@ -99,7 +99,7 @@ def group_stats(
     n = len(runs)
     return GroupStats(
         n=n,
-        counted={"final": _count(finals), "best": _count(bests), "last": _count(tails)},
+        counted={k: len(finite_values(v)) for k, v in (("final", finals), ("best", bests), ("last", tails))},
         final=mean_std(finals),
         best=mean_std(bests),
         last=mean_std(tails),
@@ -109,11 +109,6 @@ def group_stats(
         mib_down=sum(int(r.summary.get("bytes_down", 0)) for r in runs) / n / 2**20,
         wall=mean_std([float(r.summary.get("wall_s", 0.0)) for r in runs]),
     )
-
-
-def _count(values: Sequence[float | None]) -> int:
-    """How many of ``values`` :func:`mean_std` averages (finite numbers)."""
-    return sum(v is not None and math.isfinite(float(v)) for v in values)
 
 
 def _over(counted: int, n: int) -> str:

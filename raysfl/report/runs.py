@@ -400,6 +400,11 @@ def label(doc: dict[str, Any], keys: Sequence[str], drop_prefix: str = "") -> st
     return ", ".join(parts)
 
 
+def finite_values(values: Iterable[float | None]) -> list[float]:
+    """The values :func:`mean_std` averages: numbers other than ``None``, NaN and ±inf."""
+    return [float(v) for v in values if _finite(v)]
+
+
 def mean_std(values: Sequence[float | None]) -> tuple[float | None, float | None]:
     """Mean and sample standard deviation (ddof = 1; ``None`` for fewer than two values).
 
@@ -407,7 +412,7 @@ def mean_std(values: Sequence[float | None]) -> tuple[float | None, float | None
         >>> mean_std([1.0, 3.0])
         (2.0, 1.4142135623730951)
     """
-    vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    vals = finite_values(values)
     if not vals:
         return None, None
     mean = math.fsum(vals) / len(vals)  # exactly rounded: the same for the same values in any order
