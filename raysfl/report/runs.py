@@ -402,7 +402,7 @@ def label(doc: dict[str, Any], keys: Sequence[str], drop_prefix: str = "") -> st
 
 def finite_values(values: Iterable[float | None]) -> list[float]:
     """The values :func:`mean_std` averages: numbers other than ``None``, NaN and ±inf."""
-    return [float(v) for v in values if _finite(v)]
+    return [float(v) for v in values if v is not None and _finite(v)]
 
 
 def mean_std(values: Sequence[float | None]) -> tuple[float | None, float | None]:
