@@ -135,12 +135,22 @@ def state_classes(specs: Iterable[Any] | None = None) -> dict[str, type]:
         from raysfl.methods import loaded_specs
 
         specs = [*ALGORITHMS.values(), *loaded_specs()]
+    specs = tuple(specs)
+    for checked, allowed in _LAST_CHECKED:  # every capture asks, a checkpoint once per client: check once
+        if len(checked) == len(specs) and all(a is b for a, b in zip(checked, specs, strict=True)):
+            return dict(allowed)
     allowed = {_class_path(c): check_state_class(c, "the engine") for c in engine_state_classes()}
     for spec in specs:
         where = f"AlgorithmSpec {spec.name!r}.state_classes"
         for cls in (spec.params, *spec.state_classes):
             allowed[_class_path(cls)] = check_state_class(cls, where)
+    _LAST_CHECKED[:] = [(specs, dict(allowed))]
     return allowed
+
+
+_LAST_CHECKED: list[tuple[tuple[Any, ...], dict[str, type]]] = []
+"""The specs :func:`state_classes` last checked, with their allow-list. The spec objects themselves are
+kept, and a call with the very same specs (by identity, in order) gets that list without checking again."""
 
 
 def _require_class(allowed: dict[str, type], path: Any, where: str) -> type:

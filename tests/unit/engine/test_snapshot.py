@@ -156,6 +156,34 @@ def test_the_allow_list_holds_the_engines_and_every_registered_methods_classes()
     assert all(isinstance(c, type) for c in allowed.values())
 
 
+def test_the_allow_list_is_checked_once_for_the_same_specs(monkeypatch):
+    """Every capture and rebuild asks for the allow-list (a checkpoint: once per client, 4.7 s of 10,000
+    fresh FedAsync states' capture before): the same spec objects are checked once; other specs, or a spec
+    added since, are checked again, so a bad class is still refused."""
+    import dataclasses
+
+    from raysfl.algorithms import ALGORITHMS
+    from raysfl.engine import snapshot
+
+    checked = []
+    real = snapshot.check_state_class
+    monkeypatch.setattr(snapshot, "check_state_class", lambda cls, by: checked.append(cls) or real(cls, by))
+    specs = list(ALGORITHMS.values())[:3]
+    first = state_classes(specs)
+    expected, n = dict(first), len(checked)
+    assert n > 0 and state_classes(specs) == expected and len(checked) == n  # not checked again
+    first["x:y"] = int  # a caller's change does not reach the next call
+    assert state_classes(specs) == expected
+
+    class Local:
+        pass
+
+    bad = dataclasses.replace(specs[0], name="bad", state_classes=(Local,))
+    with pytest.raises(SnapshotError, match="AlgorithmSpec 'bad'.state_classes: .*Local is not defined"):
+        state_classes([*specs, bad])
+    assert len(checked) > n  # the new set was checked
+
+
 def test_state_classes_must_be_plain_classes_defined_where_they_say():
     with pytest.raises(SnapshotError, match="defines __del__"):
         check_state_class(tempfile._TemporaryFileCloser, "spec 'x'")
