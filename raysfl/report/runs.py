@@ -227,16 +227,18 @@ def ordered_children(folder: Path, trials: dict[str, Any] | None = None) -> list
     return sorted(children, key=lambda p: (rank.get(p.name, len(rank)), p.name))
 
 
-def unfinished_trials(folder: Path, present: Iterable[Path] = ()) -> list[tuple[Path, str]]:
+def unfinished_trials(
+    folder: Path, present: Iterable[Path] = (), trials: dict[str, Any] | None = None
+) -> list[tuple[Path, str]]:
     """The trials ``folder``'s ``sweep.json`` lists as failed or not run, each with its reason.
 
     Trials with a folder among ``present`` are left out (their folder tells); a failed trial's reason is its
-    recorded error.
+    recorded error. ``trials``: the ``sweep.json`` trials when already read.
     """
     seen = set(present)
     return [
         (folder / name, _failure(trial) if trial.get("status") == "failed" else "not run")
-        for name, trial in _sweep_trials(folder).items()
+        for name, trial in (_sweep_trials(folder) if trials is None else trials).items()
         if folder / name not in seen and trial.get("status") != "finished"
     ]
 
@@ -305,7 +307,7 @@ def find_runs(paths: Sequence[str | Path]) -> tuple[list[Run], list[tuple[Path, 
                 runs.append(run)
             else:
                 skipped.append((run_dir, reason))
-        skipped += unfinished_trials(root, seen)
+        skipped += unfinished_trials(root, seen, sweeps.get(root))
     return runs, skipped
 
 
