@@ -43,6 +43,19 @@ def _read_json(path: Path) -> dict[str, Any]:
     return obj
 
 
+def _labels(values: object) -> np.ndarray:
+    """``values`` as int64 class indices; a value that is not a whole number is refused (never truncated)."""
+    raw = np.asarray(values)
+    if raw.dtype.kind in "iu":
+        return raw.astype(np.int64)
+    if raw.dtype.kind != "f":
+        raise ValueError(f"labels must be whole numbers, got values of type {raw.dtype}")
+    fractional = raw[raw != np.round(raw)]
+    if fractional.size:
+        raise ValueError(f"labels must be whole numbers, got {fractional[:3].tolist()}")
+    return raw.astype(np.int64)
+
+
 def _read_split(folder: Path, writer_ids: dict[str, int]) -> LeafSplit:
     """Read every ``*.json`` in ``folder``, extending ``writer_ids`` with writers not seen before."""
     files = sorted(folder.glob("*.json"))
@@ -51,16 +64,25 @@ def _read_split(folder: Path, writer_ids: dict[str, int]) -> LeafSplit:
     xs: list[np.ndarray] = []
     ys: list[np.ndarray] = []
     ws: list[np.ndarray] = []
+    seen: dict[str, Path] = {}
     for path in files:
         obj = _read_json(path)
         counts = obj.get("num_samples", [None] * len(obj["users"]))
-        for user, count in zip(obj["users"], counts, strict=False):
+        if len(counts) != len(obj["users"]):
+            raise DataCorruptError(
+                f"{path}: num_samples has {len(counts)} entries for {len(obj['users'])} users"
+            )
+        for user, count in zip(obj["users"], counts, strict=True):
+            if str(user) in seen:
+                raise DataCorruptError(f"{path}: user {user!r} is listed twice in this split (also in "
+                                       f"{seen[str(user)].name}); its samples would count twice")  # fmt: skip
+            seen[str(user)] = path
             record = obj["user_data"].get(user)
             if record is None:
                 raise DataCorruptError(f"{path}: user {user!r} listed but has no user_data")
             try:
                 x = np.asarray(record["x"], dtype=np.float64)
-                y = np.asarray(record["y"], dtype=np.int64)
+                y = _labels(record["y"])
             except (KeyError, TypeError, ValueError) as err:
                 raise DataCorruptError(f"{path}: user {user!r}: malformed x/y ({err})") from err
             n = y.shape[0]

@@ -55,3 +55,28 @@ def test_malformed_leaf_files(tmp_path: Path, make_leaf: Callable) -> None:
     path.write_text("{not json")
     with pytest.raises(DataCorruptError, match="not a readable LEAF JSON"):
         read_leaf_femnist(tmp_path / "a")
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda blob, user: blob["num_samples"].pop(), "num_samples has 1 entries for 2 users"),
+        (lambda blob, user: blob["user_data"][user].update(y=[1.7] * len(blob["user_data"][user]["y"])),
+         r"labels must be whole numbers, got \[1.7, 1.7, 1.7\]"),
+        (lambda blob, user: blob["users"].append(user) or blob["num_samples"].append(
+            blob["num_samples"][0]), "is listed twice in this split"),
+    ],
+)  # fmt: skip
+def test_leaf_files_that_would_lose_or_alter_samples_are_refused(
+    tmp_path: Path, make_leaf: Callable, damage: Callable, message: str
+) -> None:
+    """A short num_samples dropped a user (zip stopped early), labels 1.7 were truncated to 1, and a user
+    listed twice counted twice: each loaded without a word."""
+    make_leaf(tmp_path / "a")
+    path = sorted((tmp_path / "a" / "train").glob("*.json"))[0]
+    blob = json.loads(path.read_text())
+    assert len(blob["users"]) == 2, "the fixture's first train file holds two users"
+    damage(blob, blob["users"][0])
+    path.write_text(json.dumps(blob))
+    with pytest.raises(DataCorruptError, match=message):
+        read_leaf_femnist(tmp_path / "a")
