@@ -1,15 +1,19 @@
 """A cache of decoded arrays as ``.npz`` files, so JPEG trees and LEAF JSON are decoded once per machine.
 
 The cache folder is ``$RAYSFL_CACHE`` if set, else ``~/.cache/raysfl`` (never the repository). An entry is
-keyed by the source's absolute path, a fingerprint of its content metadata (a file's size and mtime; for a
-folder, the number, total size and latest mtime of the files below it), a tag naming how it was decoded,
-and :data:`CACHE_VERSION`. Changing the source, or the decoding, therefore never returns stale arrays.
-Entries are written atomically; a cache that cannot be written is skipped with a warning. Entries are loaded
-with ``allow_pickle=False``, so a planted cache file cannot run code.
+named ``<tag>-<source>-<content>.npz``: ``tag`` says how the data were decoded (dataset, format, channels),
+``source`` hashes the source's absolute path and :data:`CACHE_VERSION`, ``content`` a fingerprint of its
+content metadata: a file's size and mtime; for a folder, every file below it (symbolic links followed) by
+its relative path, size and mtime. A file moved between class folders, renamed folders, or a file changed
+behind a symbolic link therefore give a new entry, never stale arrays. Writing an entry removes the other
+entries of the same tag and source (the arrays of an older state of the source), so the cache holds one
+entry per source and decoding. Entries are written atomically; a cache that cannot be written is skipped with
+a warning. Entries are loaded with ``allow_pickle=False``, so a planted cache file cannot run code.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
@@ -20,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: entries named by tag, source and content (1: one hash of all three)
 
 
 def cache_dir() -> Path:
@@ -30,23 +34,46 @@ def cache_dir() -> Path:
 
 
 def fingerprint(source: Path) -> str:
-    """Size and mtime of a file, or count, total size and latest mtime of the files under a folder."""
+    """A file's size and mtime; for a folder, a hash of every file below it: relative path, size, mtime.
+
+    Symbolic links to folders are followed (each real folder once); a file that cannot be read (a dangling
+    link) is listed as such, so the reader that decodes the tree is the one to name it.
+    """
     st = source.stat()
     if not source.is_dir():
         return f"file:{st.st_size}:{st.st_mtime_ns}"
-    count = total = latest = 0
-    for top, _, files in os.walk(source):
-        for name in files:
-            fst = os.stat(os.path.join(top, name))
-            count, total, latest = count + 1, total + fst.st_size, max(latest, fst.st_mtime_ns)
-    return f"dir:{count}:{total}:{latest}"
+    digest = hashlib.sha256()
+    visited: set[str] = set()
+    for top, dirs, files in os.walk(source, followlinks=True):
+        real = os.path.realpath(top)
+        if real in visited:  # a link back up the tree: walk it once
+            dirs.clear()
+            continue
+        visited.add(real)
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(top, name)
+            try:
+                fst = os.stat(path)
+                entry = f"{os.path.relpath(path, source)}\0{fst.st_size}\0{fst.st_mtime_ns}\n"
+            except OSError:
+                entry = f"{os.path.relpath(path, source)}\0unreadable\n"
+            digest.update(entry.encode("utf-8", "surrogateescape"))
+    return f"dir:{digest.hexdigest()}"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
 def cache_path(source: Path, tag: str) -> Path:
     """Where the entry for ``source`` decoded as ``tag`` lives (it may not exist)."""
-    key = f"{CACHE_VERSION}|{source.resolve()}|{fingerprint(source)}|{tag}"
-    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
-    return cache_dir() / f"{tag}-{digest}.npz"
+    return cache_dir() / f"{_source_prefix(source, tag)}{_digest(fingerprint(source))}.npz"
+
+
+def _source_prefix(source: Path, tag: str) -> str:
+    """The start of the name every entry of ``source`` decoded as ``tag`` has, whatever its content."""
+    return f"{tag}-{_digest(f'{CACHE_VERSION}|{source.resolve()}')}-"
 
 
 def cached_arrays(
@@ -62,7 +89,7 @@ def cached_arrays(
     path = cache_path(source, tag)
     if path.is_file():
         try:
-            with np.load(path, allow_pickle=False) as npz:
+            with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as npz:
                 return {k: npz[k] for k in npz.files}
         except (OSError, ValueError, zipfile.BadZipFile, EOFError):
             warnings.warn(f"ignoring unreadable cache entry {path}", stacklevel=2)
@@ -75,9 +102,23 @@ def cached_arrays(
             np.savez(fh, **arrays)  # type: ignore[arg-type]  # numpy's stub reads any keyword as allow_pickle
         os.replace(tmp, path)
         tmp = None
+        _remove_older_entries(path, _source_prefix(source, tag))
     except OSError as err:
         warnings.warn(f"could not write the data cache {path}: {err}", stacklevel=2)
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
     return arrays
+
+
+def _remove_older_entries(kept: Path, prefix: str) -> None:
+    """Remove the entries named ``prefix*.npz`` other than ``kept``: older states of the same source."""
+    for old in kept.parent.glob(f"{glob_escape(prefix)}*.npz"):
+        if old != kept:
+            with contextlib.suppress(OSError):  # another process removed it first
+                old.unlink()
+
+
+def glob_escape(text: str) -> str:
+    """``text`` with glob's special characters matched literally (a tag or path may hold ``[``)."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)

@@ -10,8 +10,9 @@ Pillow only; no torchvision.
 from __future__ import annotations
 
 import io
+import os
 import tarfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
 
 import numpy as np
@@ -104,11 +105,32 @@ def read_image_folder(
             raise DataCorruptError(f"{root}: missing split folder '{split}/'")
         found: list[tuple[str, str, bytes | Path]] = []
         for class_dir in sorted(p for p in split_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            for path in class_dir.rglob("*"):
-                if path.is_file() and _is_image(path.name):
-                    found.append((class_dir.name, path.relative_to(class_dir).as_posix(), path))
+            for path in _image_files(class_dir):
+                found.append((class_dir.name, path.relative_to(class_dir).as_posix(), path))
         entries[split] = found
     return _assemble(entries, splits, f"{root}/", channels, size)
+
+
+def _image_files(class_dir: Path) -> Iterator[Path]:
+    """The image files below ``class_dir``, linked folders followed (each real folder once).
+
+    Raises:
+        DataCorruptError: an image name that is a link to nothing (the image would be missing silently).
+    """
+    visited: set[str] = set()
+    for top, dirs, files in os.walk(class_dir, followlinks=True):
+        real = os.path.realpath(top)
+        if real in visited:
+            dirs.clear()
+            continue
+        visited.add(real)
+        for name in files:
+            path = Path(top) / name
+            if not _is_image(name):
+                continue
+            if not path.exists():
+                raise DataCorruptError(f"{path}: a link to a missing file ({os.readlink(path)})")
+            yield path
 
 
 def _tar_entries(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -147,9 +148,91 @@ def test_decoded_images_are_cached_and_the_cache_follows_the_source(
     second = load_dataset(cfg, str(tmp_path / "root"))
     np.testing.assert_array_equal(first.train_x, second.train_x)
     assert len(list(cache_dir().glob("*.npz"))) == 1
-    # A changed source (new size/mtime) gets a new entry instead of stale arrays.
+    # A changed source (new size/mtime) gets a new entry instead of stale arrays, which replaces the old one.
     make_image_tree(tmp_path / "imgs", classes=classes, per_class=1, seed=5)
     tar_folder(tmp_path / "imgs", tmp_path / "root" / "cifar10-jpg.tar.gz", "CIFAR10-jpg")
     third = load_dataset(cfg, str(tmp_path / "root"))
-    assert len(list(cache_dir().glob("*.npz"))) == 2
+    assert [p.name for p in cache_dir().glob("*.npz")] != [p.name for p in entries]
+    assert len(list(cache_dir().glob("*.npz"))) == 1
     assert not np.array_equal(first.train_x, third.train_x)
+
+
+def _cifar10_folder(tmp_path: Path, make_image_tree: Callable, small_counts: Callable) -> tuple:
+    """A 10-class, 2-per-class CIFAR-10 image tree under ``root/CIFAR10-jpg/``, and its config."""
+    classes = tuple(f"c{i}" for i in range(10))
+    make_image_tree(tmp_path / "root" / "CIFAR10-jpg", classes=classes, per_class=2, fmt="JPEG")
+    small_counts("cifar10", 20, 20)
+    return tmp_path / "root", DataConfig(dataset="cifar10", download=False)
+
+
+def _fresh(cfg: DataConfig, root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN202
+    """The dataset decoded into an empty cache (what the cached load must equal)."""
+    monkeypatch.setenv("RAYSFL_CACHE", str(tmp_path / f"fresh-{len(list(tmp_path.iterdir()))}"))
+    ds = load_dataset(cfg, str(root))
+    monkeypatch.setenv("RAYSFL_CACHE", str(tmp_path / "cache"))
+    return ds
+
+
+@pytest.mark.parametrize("change", ["move a file between classes", "swap two class names", "behind a link"])
+def test_a_folders_cache_entry_follows_every_file(
+    tmp_path: Path, make_image_tree: Callable, small_counts: Callable, monkeypatch: pytest.MonkeyPatch,
+    change: str,
+) -> None:  # fmt: skip
+    """The folder fingerprint was the file count, total size and newest mtime: moving a file to another
+    class folder (a label fix with mv) or swapping two folders' names kept all three, and the cache gave the
+    old labels. Now every file's path, size and mtime count, links followed."""
+    root, cfg = _cifar10_folder(tmp_path, make_image_tree, small_counts)
+    train = root / "CIFAR10-jpg" / "train"
+    if change == "behind a link":  # class c9's folder is a link to a folder elsewhere
+        (tmp_path / "elsewhere").mkdir()
+        (train / "c9").rename(tmp_path / "elsewhere" / "c9")
+        (train / "c9").symlink_to(tmp_path / "elsewhere" / "c9")
+    before = load_dataset(cfg, str(root))
+    if change == "move a file between classes":
+        moved = next((train / "c0").iterdir())
+        moved.rename(train / "c1" / f"moved-{moved.name}")
+        (train / "c1" / "0000.jpg").rename(train / "c0" / "0000.jpg")  # counts per class stay the same
+    elif change == "swap two class names":
+        (train / "c0").rename(train / "tmp")
+        (train / "c1").rename(train / "c0")
+        (train / "tmp").rename(train / "c1")
+    else:
+        target = next((tmp_path / "elsewhere" / "c9").iterdir())
+        other = next((train / "c8").iterdir())
+        stat = target.stat()
+        target.write_bytes(other.read_bytes())
+        os.utime(target.parent, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    cached = load_dataset(cfg, str(root))
+    fresh = _fresh(cfg, root, tmp_path, monkeypatch)
+    assert not (
+        np.array_equal(cached.train_x, before.train_x) and np.array_equal(cached.train_y, before.train_y)
+    )
+    np.testing.assert_array_equal(cached.train_x, fresh.train_x)
+    np.testing.assert_array_equal(cached.train_y, fresh.train_y)
+    assert len(list((tmp_path / "cache").glob("*.npz"))) == 1  # the older state's entry was removed
+
+
+def test_a_dangling_link_in_an_image_tree_is_named_by_the_reader(
+    tmp_path: Path, make_image_tree: Callable, small_counts: Callable
+) -> None:
+    """The cache's fingerprint stat-ed every file and raised a bare FileNotFoundError (a traceback)."""
+    root, cfg = _cifar10_folder(tmp_path, make_image_tree, small_counts)
+    link = root / "CIFAR10-jpg" / "train" / "c0" / "0000.jpg"
+    link.unlink()
+    link.symlink_to(tmp_path / "gone.jpg")
+    with pytest.raises(DataCorruptError, match=r"train/c0/0000\.jpg"):
+        load_dataset(cfg, str(root))
+
+
+def test_images_in_a_linked_folder_inside_a_class_folder_are_read(
+    tmp_path: Path, make_image_tree: Callable, small_counts: Callable
+) -> None:
+    """rglob did not follow a linked sub-folder: its images were missing, found only by the sample count."""
+    root, cfg = _cifar10_folder(tmp_path, make_image_tree, small_counts)
+    c0 = root / "CIFAR10-jpg" / "train" / "c0"
+    (tmp_path / "extra").mkdir()
+    for image in sorted(c0.iterdir()):
+        image.rename(tmp_path / "extra" / image.name)
+    (c0 / "more").symlink_to(tmp_path / "extra")
+    ds = load_dataset(cfg, str(root))
+    assert ds.train_y.tolist().count(0) == 2
