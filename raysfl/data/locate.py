@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from raysfl.data.errors import DataCorruptError
 from raysfl.data.registry import IDX_FILES, DatasetInfo
 
 
@@ -103,13 +104,54 @@ def search_places(
     return places
 
 
+NAMED_PLACES = ("--data-dir", "data.data_dir", "$RAYSFL_DATA")
+"""Places the user named: an incomplete copy there is an error, not a reason to look elsewhere."""
+
+
+def missing_part(info: DatasetInfo, folder: Path) -> str | None:
+    """What an incomplete copy of ``info`` in ``folder`` lacks; ``None`` when it holds none or all of one.
+
+    Incomplete: some of the four IDX files, one CIFAR batch file without the other, or one of an image tree's
+    ``train/`` and ``test/`` folders without the other.
+    """
+    for layout in info.layouts:
+        path = folder / layout.relpath if layout.relpath != "." else folder
+        if not path.is_dir():
+            continue
+        if layout.kind == "idx":
+            missing = [stem for stem in IDX_FILES if idx_file(path, stem) is None]
+            if 0 < len(missing) < len(IDX_FILES):
+                return f"{path} lacks {', '.join(f'{m}[.gz]' for m in missing)} (or it is not a regular file)"
+        required = {"cifar-python": ("data_batch_1", "test_batch"), "imagefolder": ("train", "test")}
+        required["leaf-json"] = required["imagefolder"]
+        names = required.get(layout.kind, ())
+        present = [n for n in names if (path / n).exists()]
+        if 0 < len(present) < len(names):
+            return f"{path} has {present[0]} but not {next(n for n in names if n not in present)}"
+    return None
+
+
 def find_source(info: DatasetInfo, places: list[Place]) -> Source | None:
-    """The first recognised copy of ``info`` under ``places``, or None."""
+    """The first recognised copy of ``info`` under ``places``, or None.
+
+    Raises:
+        DataCorruptError: a place the user named (:data:`NAMED_PLACES`) holds an incomplete copy and no
+            complete one: it was passed over for the next place without a word.
+    """
     for place in places:
-        for folder in folders_to_try(info, place.root):
+        folders = folders_to_try(info, place.root)
+        for folder in folders:
             found = probe(info, folder)
             if found is not None:
                 return found
+        if place.why in NAMED_PLACES:
+            for folder in folders:
+                lacks = missing_part(info, folder)
+                if lacks is not None:
+                    raise DataCorruptError(
+                        f"{place.why} {place.root}: an incomplete copy of {info.title}: {lacks}. Complete "
+                        f"it, or point {place.why} at another copy."
+                    )
     return None
 
 

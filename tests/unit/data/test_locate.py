@@ -58,6 +58,33 @@ def test_a_place_without_the_data_is_skipped(
     assert load_dataset(cfg).source == str(isolated_env / "data" / "mnist")
 
 
+@pytest.mark.parametrize("damage", ["missing", "dangling link", "a folder"])
+def test_an_incomplete_copy_in_a_named_place_is_refused(
+    tmp_path: Path, isolated_env: Path, make_idx_dir: Callable, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    """A copy under --data-dir, data.data_dir or $RAYSFL_DATA that lacks a file was passed over for ./data
+    without a word (the only trace: the dataset's source); it is an error naming the missing file."""
+    make_idx_dir(isolated_env / "data" / "mnist", seed=3)  # a complete copy further down the search
+    make_idx_dir(tmp_path / "mine" / "mnist", seed=1)
+    labels = next((tmp_path / "mine" / "mnist").glob("t10k-labels*"))
+    labels.unlink()
+    if damage == "dangling link":
+        labels.symlink_to(tmp_path / "gone")
+    elif damage == "a folder":
+        labels.mkdir()
+    for cfg, override in [
+        (OFFLINE, str(tmp_path / "mine")),
+        (dataclasses.replace(OFFLINE, data_dir=str(tmp_path / "mine")), None),
+    ]:
+        with pytest.raises(DataCorruptError, match=r"an incomplete copy of MNIST: .*mnist lacks t10k-labels"):
+            load_dataset(cfg, override)
+    monkeypatch.setenv("RAYSFL_DATA", str(tmp_path / "mine"))
+    with pytest.raises(DataCorruptError, match=r"\$RAYSFL_DATA .*: an incomplete copy"):
+        load_dataset(OFFLINE)
+    monkeypatch.delenv("RAYSFL_DATA")
+    assert load_dataset(OFFLINE).source == str(isolated_env / "data" / "mnist")  # ./data: as before
+
+
 def test_a_data_dir_that_does_not_exist_is_refused(
     tmp_path: Path, isolated_env: Path, make_idx_dir: Callable
 ) -> None:
