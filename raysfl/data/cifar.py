@@ -83,8 +83,8 @@ def decode_batch(data: bytes, where: str) -> tuple[np.ndarray, np.ndarray]:
         raise DataCorruptError(f"{where}: CIFAR batch lacks 'data' or 'labels' (keys: {sorted(batch)})")
     x, labels = batch["data"], batch["labels"]
     if not isinstance(x, np.ndarray) or x.dtype != np.uint8 or x.ndim != 2 or x.shape[1] != 3 * 32 * 32:
-        shape = getattr(x, "shape", None)
-        raise DataCorruptError(f"{where}: 'data' must be uint8 (n, 3072), got {type(x).__name__} {shape}")
+        got = f"{type(x).__name__} {getattr(x, 'dtype', '')} {getattr(x, 'shape', '')}".replace("  ", " ")
+        raise DataCorruptError(f"{where}: 'data' must be uint8 (n, 3072), got {got.strip()}")
     try:
         y = np.asarray(labels, dtype=np.int64)
     except (TypeError, ValueError) as err:

@@ -72,8 +72,9 @@ def read_idx(path: str | Path) -> np.ndarray:
     expected = header + int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
     if len(data) != expected:
         raise DataCorruptError(
-            f"{path}: header says dimensions {dims} ({expected} bytes) but the decompressed file has"
-            f" {len(data)} bytes; the file is truncated or corrupt"
+            f"{path}: header says {dtype.name} values of dimensions {dims} ({expected} bytes) but the"
+            f" decompressed file has {len(data)} bytes; the file is truncated or corrupt, or its header"
+            " names another value type"
         )
     out = np.frombuffer(data, dtype=dtype, offset=header).reshape(dims)
     return out.astype(dtype.newbyteorder("="), copy=True)

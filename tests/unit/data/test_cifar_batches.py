@@ -90,8 +90,10 @@ def test_eval_via_builtins_is_rejected() -> None:
 def test_malformed_batches(tmp_path: Path, py2_pickle: Callable) -> None:
     with pytest.raises(DataCorruptError, match="truncated|unreadable"):
         decode_batch(py2_pickle({"data": np.zeros((1, 3072), np.uint8), "labels": [0]})[:-30], "cut")
-    with pytest.raises(DataCorruptError, match="uint8 \\(n, 3072\\)"):
+    with pytest.raises(DataCorruptError, match="uint8 \\(n, 3072\\), got ndarray uint8 \\(1, 100\\)"):
         decode_batch(py2_pickle({"data": np.zeros((1, 100), np.uint8), "labels": [0]}), "short")
+    with pytest.raises(DataCorruptError, match="got ndarray float32 \\(1, 3072\\)"):  # the type is named
+        decode_batch(py2_pickle({"data": np.zeros((1, 3072), np.float32), "labels": [0]}), "floats")
     with pytest.raises(DataCorruptError, match="1 images but 2 labels"):
         decode_batch(py2_pickle({"data": np.zeros((1, 3072), np.uint8), "labels": [0, 1]}), "labels")
     (tmp_path / "b").mkdir()

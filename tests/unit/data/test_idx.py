@@ -45,6 +45,14 @@ def test_truncated_file_names_the_file(tmp_path: Path, gz: bool) -> None:
         read_idx(path)
 
 
+def test_a_header_naming_another_value_type_says_which(tmp_path: Path) -> None:
+    """uint8 pixels under a header that says int32 (0x0C): the message names the type it read."""
+    path = tmp_path / "train-images-idx3-ubyte"
+    path.write_bytes(bytes([0, 0, 0x0C, 3]) + np.array([10, 28, 28], dtype=">u4").tobytes() + bytes(10 * 784))
+    with pytest.raises(DataCorruptError, match=r"header says int32 values of dimensions \(10, 28, 28\)"):
+        read_idx(path)
+
+
 def test_cut_gzip_stream_names_the_file(tmp_path: Path) -> None:
     good = tmp_path / "good-idx1-ubyte.gz"
     write_idx(good, np.arange(5000, dtype=np.uint8) % 251)
