@@ -22,6 +22,7 @@ import argparse
 import glob
 import shlex
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -296,6 +297,10 @@ def cmd_data_check(args: argparse.Namespace) -> int:
         f"ok: {ds.name}: {len(ds.train_y)} train / {len(ds.test_y)} test samples, "
         f"{ds.num_classes} classes, from {ds.source}"
     )
+    if ds.release is not None:
+        verdict = "" if ds.release else "not "
+        doubt = "" if ds.release else ": another dataset, or a modified copy?"
+        print(f"content: {verdict}the official {ds.title} release (images and labels compared){doubt}")
     return 0
 
 
@@ -747,10 +752,26 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     )
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001, ANN202
+    """Show raysfl's own warnings as one line, ``raysfl: warning: ...``, and others as Python does."""
+    if Path(filename).resolve().is_relative_to(PACKAGE_DIR):
+        sys.stdout.flush()  # after what was printed before it
+        print(f"raysfl: warning: {message}", file=sys.stderr if file is None else file)
+    else:
+        (sys.stderr if file is None else file).write(
+            warnings.formatwarning(message, category, filename, lineno, line)
+        )
+
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``raysfl`` console script; returns the process exit status."""
     args = build_parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
+    shown_by = warnings.showwarning
+    warnings.showwarning = _show_warning  # for this command only (tests call main in one process)
     try:
         data_dir = getattr(args, "data_dir", None)
         if data_dir and not Path(data_dir).is_dir():  # it would be passed over for the usual places
@@ -769,6 +790,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.close()
         return 0
     finally:
+        warnings.showwarning = shown_by
         _stop_embedded_ray()
 
 

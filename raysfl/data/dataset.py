@@ -34,6 +34,8 @@ class ImageDataset:
         writer_names: LEAF only: the writer (user) id of each writer index.
         classes: Class names in label order where the source provides them.
         title: Human-readable name for reports, naming the variant read (e.g. ``"CIFAR-10 (JPEG q75)"``).
+        release: Whether the arrays are the dataset's official release (MNIST, Fashion-MNIST read from IDX);
+            ``None`` when there is no release to compare with.
 
     The constructor checks shapes, dtypes and label ranges and raises :class:`DataError` on a violation.
     """
@@ -53,6 +55,7 @@ class ImageDataset:
     writer_names: tuple[str, ...] = ()
     classes: tuple[str, ...] = field(default=())
     title: str = ""
+    release: bool | None = None
 
     def __post_init__(self) -> None:
         """Check the invariants stated in the class docstring."""

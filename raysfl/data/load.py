@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 from raysfl.data.config import DataConfig
@@ -10,7 +11,7 @@ from raysfl.data.download import download
 from raysfl.data.errors import DataError, DataNotFoundError
 from raysfl.data.locate import Source, describe_places, find_source, probe, search_places
 from raysfl.data.registry import DATASETS, DatasetInfo
-from raysfl.data.sources import read_source
+from raysfl.data.sources import matches_release, read_source
 from raysfl.data.synthetic import make_synthetic
 
 
@@ -74,6 +75,13 @@ def load_dataset(cfg: DataConfig, data_dir_override: str | None = None) -> Image
         if source is None:
             raise _not_found(info, places_text, download_text)
     raw = read_source(source, info)
+    release = matches_release(raw, info, source)
+    if release is False:
+        warnings.warn(
+            f"{source.path}: these are not the images and labels of the official {info.title} release "
+            f"(another dataset, or a modified copy?); results on them are no {info.title} results",
+            stacklevel=2,
+        )
     mean, std = info.normalization(cfg.normalization)
     return ImageDataset(
         name=info.name,
@@ -91,4 +99,5 @@ def load_dataset(cfg: DataConfig, data_dir_override: str | None = None) -> Image
         writer_names=raw.writer_names,
         classes=raw.classes,
         title=_title(info, source),
+        release=release,
     )

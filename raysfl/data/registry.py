@@ -71,6 +71,9 @@ class DatasetInfo:
         downloads: Files fetched into ``./data/<name>/`` as the last resort.
         how_to_get: Instructions quoted by :class:`DataNotFoundError`.
         has_writers: Whether samples carry writer ids (``partition = "natural"``).
+        release_digest: SHA-256 of the official release as read from an exact format (IDX): the train
+            images, train labels, test images and test labels (:func:`raysfl.data.sources.content_digest`);
+            ``""`` when there is none to compare with (lossy or varying copies).
     """
 
     name: str
@@ -91,6 +94,7 @@ class DatasetInfo:
     downloads: tuple[Download, ...] = ()
     how_to_get: str = ""
     has_writers: bool = False
+    release_digest: str = ""
 
     def normalization(self, kind: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """``(mean, std)`` for ``DataConfig.normalization`` = ``standard``, ``gas-code`` or ``half``."""
@@ -136,6 +140,7 @@ DATASETS: dict[str, DatasetInfo] = {
         " /usr/share/datasets/fashion-mnist/); or download the four files from"
         " http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/. Layout: "
         + _IDX_HELP.format(folder="fashion-mnist"),
+        release_digest="ece172613115fb18b120bec8f6c02271af90b8b8f0a5af5c51cbd5ceed68e619",
     ),
     "mnist": DatasetInfo(
         name="mnist",
@@ -157,6 +162,7 @@ DATASETS: dict[str, DatasetInfo] = {
         ),
         how_to_get="download the four files from https://ossci-datasets.s3.amazonaws.com/mnist/ (mirror of"
         " http://yann.lecun.com/exdb/mnist/). Layout: " + _IDX_HELP.format(folder="mnist"),
+        release_digest="1e35582d42a90940c55b956deb61875c020b567ed20e3c5b174f52bf7809ed9b",
     ),
     "cifar10": DatasetInfo(
         name="cifar10",

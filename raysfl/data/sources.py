@@ -9,6 +9,7 @@ split for CINIC-10), raising :class:`DataCorruptError` naming the source.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -163,6 +164,28 @@ def check_raw(raw: RawData, info: DatasetInfo, where: str) -> None:
             raise DataCorruptError(f"{where}: {split} labels outside [0, {info.num_classes})")
     if raw.classes and len(raw.classes) != info.num_classes:
         raise DataCorruptError(f"{where}: {len(raw.classes)} class folders, expected {info.num_classes}")
+
+
+EXACT_KINDS = ("idx",)
+"""Layouts whose arrays are the release's own bytes (no lossy decoding), so a digest can identify them."""
+
+
+def content_digest(raw: RawData) -> str:
+    """SHA-256 of a dataset's arrays: train images, train labels, test images, test labels.
+
+    Images as uint8, labels as little-endian int64, each in C order (the same on any machine).
+    """
+    digest = hashlib.sha256()
+    for arr, dtype in ((raw.train_x, "u1"), (raw.train_y, "<i8"), (raw.test_x, "u1"), (raw.test_y, "<i8")):
+        digest.update(np.ascontiguousarray(arr, dtype=dtype).tobytes())
+    return digest.hexdigest()
+
+
+def matches_release(raw: RawData, info: DatasetInfo, source: Source) -> bool | None:
+    """Whether ``raw`` is ``info``'s official release; ``None`` when there is none to compare with."""
+    if not info.release_digest or source.kind not in EXACT_KINDS:
+        return None
+    return content_digest(raw) == info.release_digest
 
 
 def read_source(source: Source, info: DatasetInfo) -> RawData:

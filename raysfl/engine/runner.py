@@ -171,6 +171,7 @@ def write_config(prep: Prepared, out: Path, backend: str) -> None:
         "dataset": ds.name,
         "dataset_source": ds.source,
         "synthetic_data": bool(ds.synthetic),
+        **({} if ds.release is None else {"dataset_release": ds.release}),  # the official release's content
         "train_samples": int(len(ds.train_y)),
         "test_samples": int(len(ds.test_y)),
         "client_sizes": [int(len(ix)) for ix in prep.setup.client_indices],

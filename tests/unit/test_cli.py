@@ -386,3 +386,13 @@ def test_a_problem_found_while_running_is_listed_under_the_scenario(capsys, tmp_
     assert main(["run", str(scenario), "--out", str(tmp_path / "run")]) == 2  # the Ray backend, never started
     err = capsys.readouterr().err
     assert err == f"raysfl: invalid scenario {scenario}:\n  - engine.server_device: 'cuda' needs a GPU\n"
+
+
+def test_raysfl_warnings_print_as_one_line_and_others_as_python_does(capsys):
+    """A warning raised in raysfl's code reads as the CLI's messages do; a library's keeps its location."""
+    from raysfl import cli
+
+    cli._show_warning(UserWarning("x happened"), UserWarning, str(cli.PACKAGE_DIR / "data" / "load.py"), 7)
+    assert capsys.readouterr().err == "raysfl: warning: x happened\n"
+    cli._show_warning(UserWarning("y happened"), UserWarning, "/elsewhere/lib.py", 3, line="")
+    assert capsys.readouterr().err == "/elsewhere/lib.py:3: UserWarning: y happened\n"

@@ -13,17 +13,39 @@ import pytest
 
 from raysfl.data import DATASETS, DataConfig, DataCorruptError, DataNotFoundError, load_dataset
 from raysfl.data.locate import find_source, search_places
+from raysfl.data.sources import RawData, content_digest
 
 OFFLINE = DataConfig(dataset="mnist", download=False)
 
 
 @pytest.fixture(autouse=True)
 def tiny_mnist(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Accept tiny MNIST fixtures (the registry's 60000/10000 check is tested separately)."""
+    """Accept tiny MNIST fixtures: no 60000/10000 count and no release to compare with (both are tested
+    on their own)."""
     for name in ("mnist", "fashion-mnist"):
-        monkeypatch.setitem(
-            DATASETS, name, dataclasses.replace(DATASETS[name], train_size=None, test_size=None)
-        )
+        tiny = dataclasses.replace(DATASETS[name], train_size=None, test_size=None, release_digest="")
+        monkeypatch.setitem(DATASETS, name, tiny)
+
+
+def test_a_copy_is_compared_with_the_official_release(
+    tmp_path: Path, make_idx_dir: Callable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MNIST's files under --data-dir for Fashion-MNIST passed every check (counts, shapes, labels); the
+    images and labels are now compared with the release's digest, and another copy is named in a warning."""
+    make_idx_dir(tmp_path / "release" / "mnist", seed=1)
+    cfg = OFFLINE
+    release = load_dataset(cfg, str(tmp_path / "release"))
+    assert release.release is None  # the fixture has no release digest
+    raw = RawData(release.train_x, release.train_y, release.test_x, release.test_y)
+    monkeypatch.setitem(
+        DATASETS, "mnist", dataclasses.replace(DATASETS["mnist"], release_digest=content_digest(raw))
+    )
+    assert load_dataset(cfg, str(tmp_path / "release")).release is True
+    make_idx_dir(tmp_path / "other" / "mnist", seed=2)
+    with pytest.warns(
+        UserWarning, match=r"other/mnist: these are not the images and labels of the official MNIST"
+    ):
+        assert load_dataset(cfg, str(tmp_path / "other")).release is False
 
 
 def _seed_of(ds_train_x: np.ndarray, candidates: dict[int, np.ndarray]) -> int:

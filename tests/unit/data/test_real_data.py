@@ -85,3 +85,20 @@ def test_cifar10_jpeg_tarball() -> None:
     cfg = DataConfig(dataset="cifar10")
     batch = to_batch(ds.test_x, np.arange(0, 10000, 10), make_transform(ds, cfg), train=False)
     assert abs(float(batch.mean())) < 0.05 and abs(float(batch.std()) - 1) < 0.05
+
+
+@pytest.mark.parametrize(("name", "other"), [("fashion-mnist", "mnist"), ("mnist", "fashion-mnist")])
+def test_the_idx_copies_are_the_official_releases_and_each_other_is_not(
+    name: str, other: str, tmp_path: Path
+) -> None:
+    """The registry's release digests are those of shared/data's copies (the official files); the other
+    dataset's files in a folder of this one's name load (the same counts and shapes) with a warning."""
+    _need(f"{name}/train-images-idx3-ubyte.gz")
+    assert _load(name).release is True
+    swapped = tmp_path / name
+    swapped.mkdir()
+    for f in (SHARED_DATA / other).iterdir():
+        (swapped / f.name).symlink_to(f)
+    with pytest.warns(UserWarning, match=f"not the images and labels of the official {_load(name).title}"):
+        ds = load_dataset(DataConfig(dataset=name, download=False), str(tmp_path))
+    assert ds.release is False
