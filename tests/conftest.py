@@ -35,7 +35,9 @@ def ray_session():
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=4, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+        ray.init(
+            address="local", num_cpus=4, include_dashboard=False, logging_level="WARNING", log_to_driver=False
+        )
     return ray
 
 

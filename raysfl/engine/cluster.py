@@ -30,9 +30,17 @@ class ClusterUnreachableError(RuntimeError):
 
 
 def check_reachable(address: str, timeout_s: float = 3.0) -> None:
-    """Fail fast, with the fix, when ``host:port`` refuses connections (Ray itself retries for minutes)."""
-    if address == "auto" or "://" in address or ":" not in address:
+    """Fail fast, with the fix, when ``host:port`` refuses connections (Ray itself retries for minutes).
+
+    An address without a port is refused here: Ray raised a bare ``ValueError`` for it.
+    """
+    if address == "auto" or "://" in address:
         return
+    if ":" not in address:
+        raise ClusterUnreachableError(
+            f"--address {address}: give the head node's host:port (`ray start --head` prints it; the port is "
+            "6379 unless it was changed), or auto on a cluster node"
+        )
     host, _, port = address.rpartition(":")
     try:
         with socket.create_connection((host, int(port)), timeout=timeout_s):
@@ -63,7 +71,7 @@ def ensure_ray(address: str | None) -> None:
         return
     try:
         ray.init(address=address, **kwargs)
-    except ConnectionError as err:
+    except (ConnectionError, ValueError) as err:  # ValueError: an address Ray cannot parse
         raise ClusterUnreachableError(
             f"could not join the Ray cluster at --address {address}: {str(err).rstrip('. ')}. If no cluster "
             "runs there, start one with `ray start --head`; if one does, check that this machine may join it "
@@ -102,8 +110,8 @@ def _start_embedded(kwargs: dict[str, Any]) -> None:
     _EMBEDDED.update(marker=marker, watchdog=reaper.start_watchdog(marker))
     with _sigint_deferred("stopping Ray once it has started (a few seconds)") as held:
         os.environ[reaper.MARKER_VAR] = marker  # inherited by every process ray.init starts
-        try:
-            ray.init(include_dashboard=False, **kwargs)
+        try:  # "local": a Ray of its own, never a cluster that happens to run on this machine
+            ray.init(address="local", include_dashboard=False, **kwargs)
         except BaseException:
             shutdown_ray()
             raise

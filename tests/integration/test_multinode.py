@@ -1,6 +1,7 @@
 """Determinism on a local multi-node cluster (two raylets on this machine, ray.cluster_utils.Cluster)."""
 
 import contextlib
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -193,3 +194,43 @@ def test_a_run_that_loses_a_node_restarts_on_the_others_and_ends_as_if_undisturb
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+def test_a_run_without_an_address_starts_its_own_ray_beside_a_running_cluster(tmp_path):
+    """A cluster on this machine records its address where a bare ray.init() looks (a test Cluster does,
+    as `ray start` does): a run given no --address joined it instead of starting its own Ray, as the
+    README promises, and failed there (its actors were cancelled)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import ray
+    from ray._private.utils import get_ray_address_file
+    from ray.cluster_utils import Cluster
+
+    from raysfl.config import dumps_toml
+
+    if ray.is_initialized():
+        ray.shutdown()
+    recorded = Path(get_ray_address_file(None))
+    before = recorded.read_text() if recorded.exists() else None
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    try:
+        assert recorded.read_text().strip() == cluster.head_node.gcs_address
+        scenario = tmp_path / "tiny.toml"
+        scenario.write_text(dumps_toml(TINY))
+        env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+        proc = subprocess.run(
+            [sys.executable, "-m", "raysfl.cli", "run", str(scenario), "--out", str(tmp_path / "out")],
+            capture_output=True, text=True, env=env, timeout=300,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+        assert summary["placement"]["node_id"] != cluster.head_node.node_id  # the server's node
+    finally:
+        cluster.shutdown()
+        if before is None:
+            recorded.unlink(missing_ok=True)
+        else:
+            recorded.write_text(before)

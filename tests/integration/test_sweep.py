@@ -83,7 +83,9 @@ def swept(sweep_file, tmp_path_factory) -> Path:
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=4, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+        ray.init(
+            address="local", num_cpus=4, include_dashboard=False, logging_level="WARNING", log_to_driver=False
+        )
     out = tmp_path_factory.mktemp("swept") / "out"
     result = run_sweep(load_sweep(sweep_file), out, verbose=0, trial_cpus=2)
     assert result.finished == TRIALS and not result.failed and not result.unfinished

@@ -181,6 +181,17 @@ def test_unreachable_cluster_address_is_a_clear_error(capsys, tmp_path):
     assert not (tmp_path / "o").exists()  # nothing is written when the cluster cannot be reached
 
 
+@pytest.mark.parametrize("address", ["192.0.2.2", "notahost"])
+def test_a_cluster_address_without_a_port_is_a_clear_error(capsys, tmp_path, address):
+    """Ray raised a bare ValueError (Invalid address format), a traceback with exit 1."""
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[data]\ndataset = "synthetic"\n[model]\nname = "lenet5"\n')
+    assert main(["run", str(scenario), "--address", address, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert f"--address {address}: give the head node's host:port" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
 @pytest.mark.parametrize(
     "body, needle",
     [
