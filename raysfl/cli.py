@@ -737,6 +737,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from raysfl.data.errors import PartitionError
     from raysfl.engine.checkpoint import CheckpointError
     from raysfl.engine.cluster import ClusterUnreachableError
+    from raysfl.engine.dispatch import WorkerStartError
     from raysfl.engine.runner import OutDirError, RunFailedError
     from raysfl.sweep.execute import SweepStateError
 
@@ -749,6 +750,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
         CheckpointError,
         RunFailedError,
         SweepStateError,
+        WorkerStartError,
     )
 
 

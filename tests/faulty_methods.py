@@ -75,6 +75,14 @@ def _variant(
 CLIENT_FAILS = _variant("fedasync_hinge_client_fails", client=ClientFailsInFourthJob)
 
 
+class ClientThatCannotBeBuilt(HingeClient):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise InjectedFaultError("planted: the client logic cannot be built")
+
+
+CLIENT_UNBUILDABLE = _variant("fedasync_hinge_client_unbuildable", client=ClientThatCannotBeBuilt)
+
+
 class ServerFailsInSecondEvaluation(HingeServer):
     def evaluate(self) -> dict[str, Any]:
         if self.version > 0:

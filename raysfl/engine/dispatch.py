@@ -23,6 +23,13 @@ class WorkerLostError(RuntimeError):
     """An actor of the run (a client pool or the server) died; the run can roll back to a checkpoint."""
 
 
+class WorkerStartError(RuntimeError):
+    """An actor of the run raised while it was built: a restart would raise it again, so the run ends.
+
+    Causes: raysfl missing on the actor's node, a method's logic that cannot be built. A user error (exit 2).
+    """
+
+
 def backend_snapshot(server: dict[str, Any], pools: list[dict[str, Any]], slots: dict[Any, Any]) -> dict:
     """The backend part of a checkpoint: server state, each pool's logic, every client state, live slots.
 

@@ -20,6 +20,7 @@ passes it on to every call that takes the failed result as an argument. The exce
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from collections import deque
@@ -33,7 +34,7 @@ from ray.exceptions import ObjectLostError, RayActorError, RayTaskError
 from raysfl import profiling
 from raysfl.algorithms.actions import SERVER, Call, Report, Slot
 from raysfl.engine.balance import PLACEMENTS, LeastLoaded
-from raysfl.engine.dispatch import Ready, WorkerLostError, backend_snapshot, pool_snapshots
+from raysfl.engine.dispatch import Ready, WorkerLostError, WorkerStartError, backend_snapshot, pool_snapshots
 from raysfl.engine.policy_errors import unfilled_slot
 from raysfl.engine.snapshot import rebuild
 
@@ -42,12 +43,42 @@ _LOST = (RayActorError, ObjectLostError)
 
 @contextmanager
 def _lost_workers() -> Iterator[None]:
-    """Turn Ray's "actor died" / "object lost" errors into :class:`WorkerLostError`."""
+    """Turn Ray's "actor died" / "object lost" errors into :class:`WorkerLostError`.
+
+    An actor that raised while it was built is no lost worker: :class:`WorkerStartError`, not retried.
+    """
     try:
         yield
     except _LOST as err:
+        if isinstance(err, RayActorError) and err.actor_init_failed:
+            raise WorkerStartError(start_failure(str(err))) from err
         first_line = str(err).splitlines()[0] if str(err) else ""
         raise WorkerLostError(f"a worker of the run died: {type(err).__name__}: {first_line}") from err
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_CREATED_BY = re.compile(r"ray::(\w+)\.__init__\(\)(?: \(pid=\d+, ip=([^,)]+))?")
+
+
+def start_failure(message: str) -> str:
+    """What a worker's failed start says: the exception (Ray's message's last line) and where it was raised.
+
+    ``message`` is Ray's ``ActorDiedError`` text for an actor whose creation task raised; its first line names
+    the actor class and its node (``ray::ClientPool.__init__() (pid=7, ip=10.0.0.3, ...)``).
+    """
+    message = _ANSI.sub("", message)  # Ray colours the actor's name
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    what = lines[-1] if lines else "an unknown error"
+    found = _CREATED_BY.search(message)
+    where = ""
+    if found:
+        node = f" on node {found.group(2)}" if found.group(2) else ""
+        where = f" (raised building {found.group(1)}{node})"
+    return (
+        f"a worker of the run could not start: {what}{where}. Every node needs raysfl and its dependencies, "
+        "the versions installed here; a method whose logic cannot be built fails here too (its traceback is "
+        "in Ray's log above). Nothing was retried."
+    )
 
 
 def describe_call(action: Call) -> str:

@@ -45,6 +45,24 @@ def test_the_local_backend_raises_the_same_exception(tmp_path, spec):
     assert not (tmp_path / "run" / "summary.json").exists()
 
 
+def test_a_worker_that_cannot_be_built_ends_the_run_at_once_saying_why(ray_session, tmp_path, capsys):
+    """A pool whose constructor raised (a client logic that cannot be built; raysfl missing on a node) was
+    taken for a lost worker: restarted twice, then 'gave up ... run it again', the cause buried in Ray's
+    log, and the folder kept its config.toml, so running it again was refused. Now: no restart, the
+    exception named, the folder left free."""
+    out = tmp_path / "run"
+    argv = ["run", str(SCENARIO), "--out", str(out), *LONGER]
+    argv.append(f'algorithm.name="{METHODS}:CLIENT_UNBUILDABLE"')
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert (
+        "raysfl: a worker of the run could not start: tests.faulty_methods.InjectedFaultError: planted: the "
+        "client logic cannot be built (raised building ClientPool on node " in err
+    )
+    assert "restarting the workers" not in err and "Nothing was retried" in err
+    assert not out.exists() or not any(out.iterdir())  # free for the corrected run
+
+
 def test_the_cli_raises_the_workers_exception_and_writes_no_summary(ray_session, tmp_path, capsys):
     argv = ["run", str(SCENARIO), "--out", str(tmp_path / "run"), *LONGER]
     argv.append(f'algorithm.name="{METHODS}:SERVER_FAILS"')
