@@ -89,7 +89,7 @@ def cached_arrays(
     path = cache_path(source, tag)
     if path.is_file():
         try:
-            with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as npz:
+            with open(path, "rb") as stored, np.load(stored, allow_pickle=False) as npz:
                 return {k: npz[k] for k in npz.files}
         except (OSError, ValueError, zipfile.BadZipFile, EOFError):
             warnings.warn(f"ignoring unreadable cache entry {path}", stacklevel=2)
