@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import ray
@@ -181,7 +181,7 @@ def cpu_share(node_cpus: list[float], actors: int) -> float:
     lo, hi = 0, len(candidates) - 1  # candidates[lo] fits (the smallest: the largest node over all actors)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if _fits([{"CPU": candidates[mid]}] * actors, cpus):
+        if fits_nodes([{"CPU": candidates[mid]}] * actors, [(c, 0.0) for c in cpus]):
             lo = mid
         else:
             hi = mid - 1
@@ -212,9 +212,10 @@ def actor_options(n_pools: int, server_device: str) -> tuple[dict[str, Any], lis
         server = _in_bundle(pg, 1)
         check_server_gpu(server_device, server)
         return server, [_in_bundle(pg, 2 + i) for i in range(n_pools)], None
-    use_gpu = server_device != "cpu" and ray.cluster_resources().get("GPU", 0) >= 1
-    check_server_gpu(server_device, {"num_gpus": 1.0 if use_gpu else 0.0})
     while True:  # shares of the nodes alive now; shared again should the cluster shrink while waiting
+        # a GPU for the server when a node alive has one (its node may have been lost: ask again)
+        use_gpu = server_device != "cpu" and any(gpu >= 1 for _, gpu in _alive_nodes())
+        check_server_gpu(server_device, {"num_gpus": 1.0 if use_gpu else 0.0})
         try:
             own = _reserve_shares(n_pools, use_gpu)
         except _ClusterShrankError:
@@ -226,14 +227,15 @@ class _ClusterShrankError(Exception):
     """A reservation no longer fits the nodes alive (a node was lost while it waited)."""
 
 
-def _alive_cpus() -> list[float]:
-    """The CPU count of every node the cluster holds alive."""
-    return [float(n.get("Resources", {}).get("CPU", 0.0)) for n in ray.nodes() if n.get("Alive")]
+def _alive_nodes() -> list[tuple[float, float]]:
+    """(CPUs, GPUs) of every node the cluster holds alive."""
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    return [(float(r.get("CPU", 0.0)), float(r.get("GPU", 0.0))) for r in nodes]
 
 
 def _reserve_shares(n_pools: int, use_gpu: bool) -> Any:
     """Reserve the pools and the server, each a :func:`cpu_share` of the nodes alive now."""
-    cpu = cpu_share(_alive_cpus(), n_pools + 1)
+    cpu = cpu_share([c for c, _ in _alive_nodes()], n_pools + 1)
     # The pools' bundles first: with the server's first, Ray's SPREAD put both pools of a two-node test on
     # one node (tests/integration/test_multinode.py); in this order they land on distinct nodes.
     server_bundle = {"CPU": cpu, **({"GPU": 1.0} if use_gpu else {})}
@@ -270,7 +272,7 @@ def reserve(bundles: list[dict[str, float]], note_after_s: float = RESERVE_NOTE_
     try:
         while not ray.wait([ready], timeout=1.0)[0]:
             waited += 1.0
-            if not _fits(bundles, _alive_cpus()):
+            if not fits_nodes(bundles, _alive_nodes()):
                 raise _ClusterShrankError
             if waited >= note_at:
                 note_at += 60.0
@@ -290,14 +292,19 @@ def reserve(bundles: list[dict[str, float]], note_after_s: float = RESERVE_NOTE_
     return pg
 
 
-def _fits(bundles: list[dict[str, float]], node_cpus: list[float]) -> bool:
-    """Whether the bundles' CPUs fit the nodes one by one (first fit, largest first)."""
-    free = sorted(node_cpus, reverse=True)
-    for need in sorted((b.get("CPU", 0.0) for b in bundles), reverse=True):
-        at = next((i for i, c in enumerate(free) if c + 1e-9 >= need), None)
+def fits_nodes(bundles: Sequence[dict[str, float]], nodes: Sequence[tuple[float, float]]) -> bool:
+    """Whether the bundles fit the nodes' (CPUs, GPUs), bundle by bundle: first fit, largest first.
+
+    GPU bundles are placed first. A reservation that no longer fits the nodes alive can never be granted.
+    """
+    free = [list(n) for n in sorted(nodes, reverse=True)]
+    wanted = sorted(((b.get("GPU", 0.0), b.get("CPU", 0.0)) for b in bundles), reverse=True)
+    for gpu, cpu in wanted:
+        at = next((i for i, (c, g) in enumerate(free) if c + 1e-9 >= cpu and g + 1e-9 >= gpu), None)
         if at is None:
             return False
-        free[at] -= need
+        free[at][0] -= cpu
+        free[at][1] -= gpu
     return True
 
 
@@ -333,8 +340,11 @@ def check_server_gpu(server_device: str, server_options: dict[str, Any]) -> None
         )
 
 
-def ray_dispatcher(prep: Any, address: str | None) -> RayDispatcher:
-    """Start Ray if needed, put the data in the object store once, create the pools and the server."""
+def ray_dispatcher(prep: Any, address: str | None, server_device: str | None = None) -> RayDispatcher:
+    """Start Ray if needed, put the data in the object store once, create the pools and the server.
+
+    ``server_device`` replaces ``engine.server_device`` (a restart keeps the device the server had).
+    """
     from raysfl.actors.client_pool import ClientPool
     from raysfl.actors.server import Server
 
@@ -343,13 +353,14 @@ def ray_dispatcher(prep: Any, address: str | None) -> RayDispatcher:
     eng = sc.engine
     k = sc.federation.num_clients
     n_pools = pool_count(k, eng.pools, eng.clients_per_pool)
-    server_opts, pool_opts, reserved = actor_options(n_pools, eng.server_device)
+    device = server_device or eng.server_device
+    server_opts, pool_opts, reserved = actor_options(n_pools, device)
     try:
         ds = prep.dataset
         train_x, train_y = ray.put(ds.train_x), ray.put(ds.train_y)
         test_x, test_y = ray.put(ds.test_x), ray.put(ds.test_y)
         server = Server.options(**server_opts).remote(
-            prep.setup, test_x, test_y, prep.transform, eng.server_device, eng.server_threads
+            prep.setup, test_x, test_y, prep.transform, device, eng.server_threads
         )
         pools = [
             ClientPool.options(**opts).remote(prep.setup, train_x, train_y, prep.transform, eng.torch_threads)

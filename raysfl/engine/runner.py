@@ -41,7 +41,7 @@ from raysfl.engine.checkpoint import (
 )
 from raysfl.engine.clock import RealtimeClock, VirtualClock
 from raysfl.engine.dispatch import Dispatcher, LocalDispatcher, WorkerLostError
-from raysfl.engine.hosts import ClientHost, ServerHost, build_model, pick_device
+from raysfl.engine.hosts import ClientHost, ServerDeviceError, ServerHost, build_model, pick_device
 from raysfl.engine.loop import Coordinator, ResumableSink, Sink, Totals
 from raysfl.engine.provenance import source_commit
 from raysfl.engine.rng import stream
@@ -374,13 +374,17 @@ def run(
         write_config(prep, out, backend)
     wall0, restarts = time.monotonic(), 0
     wall_before = checkpoint_wall_s(ck) if ck is not None else 0.0  # a resumed run's earlier attempts
+    placed: dict[str, Any] = {}  # where the first attempt's actors went: a restart keeps the server's device
     while True:
         try:
+            kept = "cuda" if restarts and str(placed.get("device", "")).startswith("cuda") else None
             attempt = _attempt(
-                prep, out, backend, address, scenario_doc, ck, restarts == 0, tuple(extra_sinks)
-            )
+                prep, out, backend, address, scenario_doc, ck, restarts == 0, tuple(extra_sinks), kept,
+                placed if not restarts else None,
+            )  # fmt: skip
             break
         except WorkerLostError as err:
+            lost = err
             restarts += 1
             latest = load_latest(ck_dir)
             if restarts > sc.engine.max_restarts:
@@ -397,7 +401,14 @@ def run(
             ck = latest
             where = f"checkpoint {Path(ck['path']).name}" if ck else "the start (no checkpoint yet)"
             print(f"raysfl: {err}; restarting the workers from {where} (restart {restarts})", file=sys.stderr)
-        except BaseException:  # a refusal, or ^C while the workers start
+        except BaseException as err:  # a refusal, or ^C while the workers start
+            if restarts and isinstance(err, ServerDeviceError):  # the server's GPU left with its node
+                raise RunFailedError(
+                    f"{lost}; the restart needs a GPU for the server, which ran on one, and the cluster has "
+                    f"none left ({err}). The run directory keeps what was written; continue it from its last "
+                    f"checkpoint with `raysfl run --resume {out}` once the cluster has a GPU again, or add "
+                    'engine.server_device="cpu" to continue on a CPU (other last bits).'
+                ) from err
             if restarts == 0 and ck is None and not _ran_anything(out):  # a fresh run's first attempt
                 clear_outputs(out)  # a run stopped while it was set up leaves the folder free to run again
             raise
@@ -437,10 +448,14 @@ def _attempt(
     ck: dict[str, Any] | None,
     inject_fault: bool,
     extra_sinks: tuple[Sink, ...] = (),
+    server_device: str | None = None,
+    placed: dict[str, Any] | None = None,
 ) -> tuple[Totals, dict[str, Any], bool]:
     """One go at the run on fresh workers, from ``ck`` (or the start); returns (totals, placement, ^C).
 
     ``inject_fault`` is true on the first attempt only (fault injection fires once per run).
+    ``server_device`` replaces ``engine.server_device`` (a restart keeps the server's device); ``placed``
+    receives where the actors were placed as soon as they are, so a restart knows it should the attempt fail.
     """
     sc = prep.scenario
     dispatcher: Dispatcher
@@ -448,13 +463,15 @@ def _attempt(
         if backend == "ray":
             from raysfl.engine.cluster import ray_dispatcher
 
-            dispatcher = ray_dispatcher(prep, address)
+            dispatcher = ray_dispatcher(prep, address, server_device)
         else:
             dispatcher = local_dispatcher(prep)
     sinks: list[Sink] = []
     try:
         with profiling.section("setup.backend"):
             placement = dispatcher.placement()
+        if placed is not None:
+            placed.update(placement)
         rng = stream(sc.seed, "policy")
         spec = sc.algorithm_spec
         assert spec.make_policy is not None  # check_spec refuses a spec without one

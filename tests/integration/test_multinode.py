@@ -158,9 +158,13 @@ def _kill_node(node) -> None:
             proc.kill()
 
 
-def test_a_run_that_loses_a_node_restarts_on_the_others_and_ends_as_if_undisturbed(tmp_path):
+@pytest.mark.parametrize("lost", ["a pool's node", "the server's GPU node"])
+def test_a_run_that_loses_a_node_restarts_on_the_others_and_ends_as_if_undisturbed(tmp_path, lost):
     """The lost node's pool dies mid-run; the restart reserves its actors on the remaining node (a fresh
-    actor on the dying node used to end the run with Ray's ActorDiedError, restarts unused)."""
+    actor on the dying node used to end the run with Ray's ActorDiedError, restarts unused).
+
+    With a GPU on the lost node (a Ray resource only: torch sees none, so the server computes on the CPU)
+    the server went there; the restart asked for that GPU again and waited for it forever."""
     import threading
     import time
 
@@ -170,7 +174,7 @@ def test_a_run_that_loses_a_node_restarts_on_the_others_and_ends_as_if_undisturb
     if ray.is_initialized():
         ray.shutdown()
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
-    worker = cluster.add_node(num_cpus=2)
+    worker = cluster.add_node(num_cpus=2, num_gpus=1 if "GPU" in lost else 0)
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)
     try:
@@ -189,7 +193,9 @@ def test_a_run_that_loses_a_node_restarts_on_the_others_and_ends_as_if_undisturb
         thread.join(timeout=300)
         assert done, "the run did not finish after the node loss"
         assert done[0]["restarts"] >= 1
-        assert len(set(done[0]["placement"]["pool_nodes"])) == 1  # the restarted pools share the head node
+        placed = done[0]["placement"]
+        assert len(set(placed["pool_nodes"])) == 1  # the restarted pools share the head node
+        assert placed["node_id"] == placed["pool_nodes"][0] and placed["device"] == "cpu"  # the server too
         assert _metrics(out) == _metrics(local)
     finally:
         ray.shutdown()

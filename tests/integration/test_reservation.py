@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from raysfl.engine.cluster import cpu_share, reserve
+from raysfl.engine.cluster import cpu_share, fits_nodes, reserve
 from raysfl.engine.runner import run
 from raysfl.scenario import scenario_from_dict
 
@@ -33,6 +33,16 @@ def test_the_cpu_share_fits_node_by_node(nodes, actors, share):
     got = cpu_share(nodes, actors)
     assert got == pytest.approx(share)
     assert sum(int(c / got + 1e-9) for c in nodes) >= actors  # every actor's bundle fits on some node
+
+
+def test_a_gpu_bundle_fits_only_where_a_gpu_is_left():
+    """A reservation waiting for a lost node's GPU was never found not to fit (CPUs alone were compared):
+    the restart waited forever."""
+    server, pool = {"CPU": 1.0, "GPU": 1.0}, {"CPU": 1.0}
+    assert fits_nodes([server, pool], [(2.0, 0.0), (1.0, 1.0)])
+    assert not fits_nodes([server, pool], [(2.0, 0.0)])  # the GPU node is gone
+    assert not fits_nodes([server, server], [(4.0, 1.0)])  # one GPU, two asked for
+    assert fits_nodes([pool] * 4, [(2.0, 0.0), (2.0, 0.0)]) and not fits_nodes([pool] * 5, [(2.0, 0.0)] * 2)
 
 
 def test_a_run_gives_its_reservation_back(ray_session, tmp_path):
