@@ -531,14 +531,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("runs") / f"{sweep.name}-sweep-{stamp}"
     address = args.address or os.environ.get("RAY_ADDRESS") or None
     if args.dry_run:
+        nodes = None  # this machine
         if address:
             import ray
 
+            from raysfl.engine.cluster import alive_nodes
+
             ensure_ray(address)
             cluster = {k: float(v) for k, v in ray.cluster_resources().items()}
+            nodes = alive_nodes()
         else:
             cluster = local_resources()
-        print(dry_run_text(sweep, cluster, out, args.max_concurrent, args.trial_cpus))
+        print(dry_run_text(sweep, cluster, out, args.max_concurrent, args.trial_cpus, nodes))
         return 0
     result = run_sweep(
         sweep,

@@ -214,7 +214,7 @@ def actor_options(n_pools: int, server_device: str) -> tuple[dict[str, Any], lis
         return server, [_in_bundle(pg, 2 + i) for i in range(n_pools)], None
     while True:  # shares of the nodes alive now; shared again should the cluster shrink while waiting
         # a GPU for the server when a node alive has one (its node may have been lost: ask again)
-        use_gpu = server_device != "cpu" and any(gpu >= 1 for _, gpu in _alive_nodes())
+        use_gpu = server_device != "cpu" and any(gpu >= 1 for _, gpu in alive_nodes())
         check_server_gpu(server_device, {"num_gpus": 1.0 if use_gpu else 0.0})
         try:
             own = _reserve_shares(n_pools, use_gpu)
@@ -227,7 +227,7 @@ class _ClusterShrankError(Exception):
     """A reservation no longer fits the nodes alive (a node was lost while it waited)."""
 
 
-def _alive_nodes() -> list[tuple[float, float]]:
+def alive_nodes() -> list[tuple[float, float]]:
     """(CPUs, GPUs) of every node the cluster holds alive."""
     nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
     return [(float(r.get("CPU", 0.0)), float(r.get("GPU", 0.0))) for r in nodes]
@@ -235,7 +235,7 @@ def _alive_nodes() -> list[tuple[float, float]]:
 
 def _reserve_shares(n_pools: int, use_gpu: bool) -> Any:
     """Reserve the pools and the server, each a :func:`cpu_share` of the nodes alive now."""
-    cpu = cpu_share([c for c, _ in _alive_nodes()], n_pools + 1)
+    cpu = cpu_share([c for c, _ in alive_nodes()], n_pools + 1)
     # The pools' bundles first: with the server's first, Ray's SPREAD put both pools of a two-node test on
     # one node (tests/integration/test_multinode.py); in this order they land on distinct nodes.
     server_bundle = {"CPU": cpu, **({"GPU": 1.0} if use_gpu else {})}
@@ -272,7 +272,7 @@ def reserve(bundles: list[dict[str, float]], note_after_s: float = RESERVE_NOTE_
     try:
         while not ray.wait([ready], timeout=1.0)[0]:
             waited += 1.0
-            if not fits_nodes(bundles, _alive_nodes()):
+            if not fits_nodes(bundles, alive_nodes()):
                 raise _ClusterShrankError
             if waited >= note_at:
                 note_at += 60.0

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,14 +60,22 @@ def local_resources() -> dict[str, float]:
 
 
 def plan(
-    sweep: Sweep, cluster: dict[str, Any], trial_cpus: float | None = None
+    sweep: Sweep,
+    cluster: dict[str, Any],
+    trial_cpus: float | None = None,
+    nodes: Sequence[tuple[float, float]] | None = None,
 ) -> list[tuple[str, dict[str, Any], TrialResources]]:
     """(trial name, its assignments, its resources) for every trial, in the order Tune starts them.
 
     ``trial_cpus``: the CPUs each trial reserves in all (``--trial-cpus``; :func:`trial_resources`).
+    ``nodes``: each node's (CPUs, GPUs), which every trial must fit node by node; default one node holding
+    all of ``cluster`` (this machine).
     """
+    if nodes is None:
+        nodes = [(float(cluster.get("CPU", 0.0)), float(cluster.get("GPU", 0.0)))]
     return [
-        (t.name, dict(t.assignments), trial_resources(t.scenario, cluster, trial_cpus)) for t in sweep.trials
+        (t.name, dict(t.assignments), trial_resources(t.scenario, cluster, trial_cpus, nodes))
+        for t in sweep.trials
     ]
 
 
@@ -76,9 +85,13 @@ def dry_run_text(
     out: Path,
     max_concurrent: int | None,
     trial_cpus: float | None = None,
+    nodes: Sequence[tuple[float, float]] | None = None,
 ) -> str:
-    """The ``--dry-run`` listing: every trial, what it sets, its run directory and its resource request."""
-    rows = plan(sweep, cluster, trial_cpus)
+    """The ``--dry-run`` listing: every trial, what it sets, its run directory and its resource request.
+
+    ``nodes``: the cluster's nodes (:func:`plan`); default this machine.
+    """
+    rows = plan(sweep, cluster, trial_cpus, nodes)
     fits = [int(cluster.get("CPU", 0) / r.cpus + 1e-6) if r.cpus else 0 for _, _, r in rows]
     at_once = max(1, min(fits)) if fits else 0
     if max_concurrent:
@@ -273,14 +286,14 @@ def run_sweep(
     import ray
     from ray import tune
 
-    from raysfl.engine.cluster import ensure_ray
+    from raysfl.engine.cluster import alive_nodes, ensure_ray
     from raysfl.sweep.trial import run_trial
 
     out = out.resolve()
     check_out(out, resume)
     ensure_ray(address)
     cluster = {k: float(v) for k, v in ray.cluster_resources().items()}
-    rows = plan(sweep, cluster, trial_cpus)
+    rows = plan(sweep, cluster, trial_cpus, alive_nodes())
     plan_doc = _plan_doc(sweep, rows)
     if resume:
         _check_same_sweep(out, plan_doc)

@@ -11,7 +11,8 @@ so the trial's actors run inside its own reservation (:func:`raysfl.engine.clust
 them into these bundles) and trials pack onto nodes without oversubscribing them. A trial that asks for
 more CPUs than the whole cluster has (the default scenario on a 2-core laptop asks for 3.5) has every
 bundle scaled down by one factor so that it fits the cluster exactly; then one trial runs at a time,
-which is what such a machine can do.
+which is what such a machine can do. On a cluster the factor is lowered further until the bundles fit node
+by node (a bundle larger than every node is never granted).
 
 ``raysfl sweep --trial-cpus N`` scales every trial's bundles to N CPUs in all instead. The actors keep
 their thread counts (so every number a trial computes stays the same); only how many trials Ray starts at
@@ -22,10 +23,11 @@ benchmarks/REPRODUCTION.md), so ``--trial-cpus 1`` on two cores runs two such tr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from raysfl.engine.cluster import pool_count
+from raysfl.engine.cluster import fits_nodes, pool_count
 from raysfl.scenario import Scenario
 
 DRIVER_CPU = 0.5
@@ -63,12 +65,19 @@ class TrialResources:
         return text
 
 
-def trial_resources(sc: Scenario, cluster: dict[str, Any], cpus: float | None = None) -> TrialResources:
+def trial_resources(
+    sc: Scenario,
+    cluster: dict[str, Any],
+    cpus: float | None = None,
+    nodes: Sequence[tuple[float, float]] = (),
+) -> TrialResources:
     """The placement-group bundles of a trial running ``sc`` on a cluster with ``cluster`` resources.
 
     ``cluster`` is what ``ray.cluster_resources()`` returns (``{"CPU": 2.0, ...}``). ``cpus`` (the
     ``--trial-cpus`` of ``raysfl sweep``) scales the bundles to that many CPUs in all, at most the
     cluster's; by default they are the actors' thread counts, scaled down only to fit the cluster.
+    ``nodes`` (each node's CPUs and GPUs) scales them further until they fit node by node: a bundle larger
+    than every node was never granted, and the sweep waited forever.
 
     Example:
         >>> from raysfl.scenario import scenario_from_dict
@@ -92,6 +101,35 @@ def trial_resources(sc: Scenario, cluster: dict[str, Any], cpus: float | None = 
     scale = 1.0
     if target != total:
         scale = target / total
-        # round down a hair so float sums never exceed the cluster (Ray compares with 1e-4 resolution)
-        bundles = [{**b, "CPU": max(1e-3, int(b["CPU"] * scale * 1e4) / 1e4)} for b in bundles]
+    if nodes and not fits_nodes(_scaled(bundles, scale), nodes):
+        scale = _largest_fitting_scale(bundles, nodes, scale)
+    if scale != 1.0:
+        bundles = _scaled(bundles, scale)
     return TrialResources(tuple(bundles), scale)
+
+
+def _scaled(bundles: list[dict[str, float]], scale: float) -> list[dict[str, float]]:
+    """Every bundle's CPUs times ``scale``, rounded down a hair.
+
+    Rounded down, float sums never exceed what is there (Ray compares with 1e-4 resolution).
+    """
+    if scale == 1.0:
+        return bundles
+    return [{**b, "CPU": max(1e-3, int(b["CPU"] * scale * 1e4) / 1e4)} for b in bundles]
+
+
+def _largest_fitting_scale(
+    bundles: list[dict[str, float]], nodes: Sequence[tuple[float, float]], below: float
+) -> float:
+    """The largest scale under ``below`` at which the bundles fit the nodes one by one (bisected).
+
+    Raises:
+        ValueError: no scale fits (a GPU the trial asks for that no node has).
+    """
+    lo, hi = 0.0, below
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if fits_nodes(_scaled(bundles, mid), nodes) else (lo, mid)
+    if lo == 0.0:
+        raise ValueError(f"a trial's bundles {bundles} fit no node of the cluster {list(nodes)}")
+    return lo

@@ -196,6 +196,25 @@ def test_resources_one_bundle_per_actor_scaled_to_fit_a_small_machine(tmp_path):
     assert "scaled" in small.describe() and "2×pool" in small.describe()
 
 
+def test_bundles_are_scaled_until_they_fit_node_by_node(tmp_path):
+    """Three 1-CPU nodes hold 3 CPUs, but the server's 2 threads scaled to the total (1.71 CPU) fit no
+    node: the trial waited forever. Every bundle now fits a node, and the trial packs onto the nodes."""
+    from raysfl.engine.cluster import fits_nodes
+
+    sweep = load_sweep(_write(tmp_path, GOOD))
+    sc = sweep.trials[0].scenario  # driver 0.5 + server 2 + one pool 1 = 3.5 CPUs of threads
+    nodes = [(1.0, 0.0)] * 3
+    total_only = trial_resources(sc, {"CPU": 3.0})
+    assert total_only.bundles[1]["CPU"] == pytest.approx(2 * 3 / 3.5, abs=1e-4)  # fits no node
+    fitted = trial_resources(sc, {"CPU": 3.0}, nodes=nodes)
+    assert fits_nodes(fitted.bundles, nodes) and not fits_nodes(total_only.bundles, nodes)
+    assert fitted.bundles[1]["CPU"] == pytest.approx(1.0, abs=1e-4)  # the largest that fits
+    ratios = [f["CPU"] / t["CPU"] for f, t in zip(fitted.bundles, total_only.bundles, strict=True)]
+    assert max(ratios) - min(ratios) < 1e-3  # one factor for every bundle: the threads' proportions kept
+    roomy = trial_resources(sc, {"CPU": 3.0}, nodes=[(3.0, 0.0)])  # one node of 3: no change
+    assert roomy.bundles == total_only.bundles
+
+
 def test_trial_cpus_scales_every_bundle_to_that_total_and_packs_more_trials(tmp_path, capsys, monkeypatch):
     sweep = load_sweep(_write(tmp_path, GOOD.replace("[set]", '[set]\n"engine.server_threads" = 1')))
     sc = sweep.trials[0].scenario  # driver 0.5 + server 1 + pool 1 = 2.5 CPUs of threads
