@@ -2,20 +2,24 @@
 
 The cache folder is ``$RAYSFL_CACHE`` if set, else ``~/.cache/raysfl`` (never the repository). An entry is
 named ``<tag>-<source>-<content>.npz``: ``tag`` says how the data were decoded (dataset, format, channels),
-``source`` hashes the source's absolute path and :data:`CACHE_VERSION`, ``content`` a fingerprint of its
-content metadata: a file's size and mtime; for a folder, every file below it (symbolic links followed) by
-its relative path, size and mtime. A file moved between class folders, renamed folders, or a file changed
-behind a symbolic link therefore give a new entry, never stale arrays. Writing an entry removes the other
-entries of the same tag and source (the arrays of an older state of the source), so the cache holds one
-entry per source and decoding. Entries are written atomically; a cache that cannot be written is skipped with
+``source`` hashes :data:`CACHE_VERSION`, the host and the source's absolute path, ``content`` a fingerprint
+of its content metadata: a file's size and mtime; for a folder, every file the image-tree reader reads
+(:func:`raysfl.data.walk.files_below`, symbolic links followed) by its relative path, size and mtime. A file
+moved between class folders, renamed folders, a file changed behind a symbolic link or a second link to a
+folder therefore give a new entry, never stale arrays. Writing an entry removes the other entries of the
+same tag, host and source (the arrays of an older state of the source), so the cache holds one entry per
+source, host and decoding. Entries are written atomically; a cache that cannot be written is skipped with
 a warning. Entries are loaded with ``allow_pickle=False``, so a planted cache file cannot run code.
 """
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import os
+import re
+import socket
 import tempfile
 import warnings
 import zipfile
@@ -23,6 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+
+from raysfl.data.walk import files_below
 
 CACHE_VERSION = 2  # 2: entries named by tag, source and content (1: one hash of all three)
 
@@ -36,29 +42,21 @@ def cache_dir() -> Path:
 def fingerprint(source: Path) -> str:
     """A file's size and mtime; for a folder, a hash of every file below it: relative path, size, mtime.
 
-    Symbolic links to folders are followed (each real folder once); a file that cannot be read (a dangling
-    link) is listed as such, so the reader that decodes the tree is the one to name it.
+    The files are those :func:`raysfl.data.walk.files_below` lists, as the image-tree reader reads them; a
+    file that cannot be read (a dangling link) is listed as such, so the reader is the one to name it.
     """
     st = source.stat()
     if not source.is_dir():
         return f"file:{st.st_size}:{st.st_mtime_ns}"
     digest = hashlib.sha256()
-    visited: set[str] = set()
-    for top, dirs, files in os.walk(source, followlinks=True):
-        real = os.path.realpath(top)
-        if real in visited:  # a link back up the tree: walk it once
-            dirs.clear()
-            continue
-        visited.add(real)
-        dirs.sort()
-        for name in sorted(files):
-            path = os.path.join(top, name)
-            try:
-                fst = os.stat(path)
-                entry = f"{os.path.relpath(path, source)}\0{fst.st_size}\0{fst.st_mtime_ns}\n"
-            except OSError:
-                entry = f"{os.path.relpath(path, source)}\0unreadable\n"
-            digest.update(entry.encode("utf-8", "surrogateescape"))
+    for path in files_below(source):  # what the image-tree reader walks
+        name = path.relative_to(source).as_posix()
+        try:
+            fst = path.stat()
+            entry = f"{name}\0{fst.st_size}\0{fst.st_mtime_ns}\n"
+        except OSError:
+            entry = f"{name}\0unreadable\n"
+        digest.update(entry.encode("utf-8", "surrogateescape"))
     return f"dir:{digest.hexdigest()}"
 
 
@@ -72,8 +70,12 @@ def cache_path(source: Path, tag: str) -> Path:
 
 
 def _source_prefix(source: Path, tag: str) -> str:
-    """The start of the name every entry of ``source`` decoded as ``tag`` has, whatever its content."""
-    return f"{tag}-{_digest(f'{CACHE_VERSION}|{source.resolve()}')}-"
+    """The start of the name every entry of ``source`` decoded as ``tag`` has, whatever its content.
+
+    The host is part of it: nodes sharing a cache folder (an NFS home) with copies of their own at one path
+    keep an entry each, instead of removing each other's.
+    """
+    return f"{tag}-{_digest(f'{CACHE_VERSION}|{socket.gethostname()}|{source.resolve()}')}-"
 
 
 def cached_arrays(
@@ -87,12 +89,13 @@ def cached_arrays(
         build: Produces the arrays on a miss; must be deterministic for a given source.
     """
     path = cache_path(source, tag)
-    if path.is_file():
-        try:
-            with open(path, "rb") as stored, np.load(stored, allow_pickle=False) as npz:
-                return {k: npz[k] for k in npz.files}
-        except (OSError, ValueError, zipfile.BadZipFile, EOFError):
-            warnings.warn(f"ignoring unreadable cache entry {path}", stacklevel=2)
+    try:
+        with open(path, "rb") as stored, np.load(stored, allow_pickle=False) as npz:
+            return {k: npz[k] for k in npz.files}
+    except FileNotFoundError:  # not cached (or removed by another process since)
+        pass
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError):
+        warnings.warn(f"ignoring unreadable cache entry {path}", stacklevel=2)
     arrays = build()
     tmp = None
     try:
@@ -112,13 +115,15 @@ def cached_arrays(
 
 
 def _remove_older_entries(kept: Path, prefix: str) -> None:
-    """Remove the entries named ``prefix*.npz`` other than ``kept``: older states of the same source."""
-    for old in kept.parent.glob(f"{glob_escape(prefix)}*.npz"):
-        if old != kept:
+    """Remove the entries named ``prefix*.npz`` other than ``kept``: older states of the same source.
+
+    Also the entries of the first cache format with the same tag (``<tag>-<24 hex>.npz``), which no key
+    names any more: at worst another copy is decoded again.
+    """
+    tag = prefix.rsplit("-", 2)[0]
+    first_format = re.compile(rf"{re.escape(tag)}-[0-9a-f]{{24}}\.npz")
+    olds = [*kept.parent.glob(f"{glob.escape(prefix)}*.npz"), *kept.parent.glob(f"{glob.escape(tag)}-*.npz")]
+    for old in olds:
+        if old != kept and (old.name.startswith(prefix) or first_format.fullmatch(old.name)):
             with contextlib.suppress(OSError):  # another process removed it first
                 old.unlink()
-
-
-def glob_escape(text: str) -> str:
-    """``text`` with glob's special characters matched literally (a tag or path may hold ``[``)."""
-    return "".join(f"[{c}]" if c in "*?[" else c for c in text)

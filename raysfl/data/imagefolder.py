@@ -19,6 +19,7 @@ import numpy as np
 from PIL import Image
 
 from raysfl.data.errors import DataCorruptError
+from raysfl.data.walk import files_below
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".pgm", ".gif", ".webp", ".tif", ".tiff")
 
@@ -105,32 +106,26 @@ def read_image_folder(
             raise DataCorruptError(f"{root}: missing split folder '{split}/'")
         found: list[tuple[str, str, bytes | Path]] = []
         for class_dir in sorted(p for p in split_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            for path in _image_files(class_dir):
+            for path in _image_files(class_dir, (root, split_dir)):
                 found.append((class_dir.name, path.relative_to(class_dir).as_posix(), path))
         entries[split] = found
     return _assemble(entries, splits, f"{root}/", channels, size)
 
 
-def _image_files(class_dir: Path) -> Iterator[Path]:
-    """The image files below ``class_dir``, linked folders followed (each real folder once).
+def _image_files(class_dir: Path, inside: tuple[Path, ...]) -> Iterator[Path]:
+    """The image files below ``class_dir``: :func:`raysfl.data.walk.files_below`, linked folders followed.
+
+    ``inside``: the tree's root and split folder, as the cache's walk from the root sees them.
 
     Raises:
         DataCorruptError: an image name that is a link to nothing (the image would be missing silently).
     """
-    visited: set[str] = set()
-    for top, dirs, files in os.walk(class_dir, followlinks=True):
-        real = os.path.realpath(top)
-        if real in visited:
-            dirs.clear()
+    for path in files_below(class_dir, inside):
+        if not _is_image(path.name):
             continue
-        visited.add(real)
-        for name in files:
-            path = Path(top) / name
-            if not _is_image(name):
-                continue
-            if not path.exists():
-                raise DataCorruptError(f"{path}: a link to a missing file ({os.readlink(path)})")
-            yield path
+        if not path.exists():
+            raise DataCorruptError(f"{path}: a link to a missing file ({os.readlink(path)})")
+        yield path
 
 
 def _tar_entries(

@@ -142,7 +142,14 @@ def test_decoded_images_are_cached_and_the_cache_follows_the_source(
     tar_folder(tmp_path / "imgs", tmp_path / "root" / "cifar10-jpg.tar.gz", "CIFAR10-jpg")
     small_counts("cifar10", 10, 10)
     cfg = DataConfig(dataset="cifar10", download=False)
+    cache_dir().mkdir(parents=True)
+    first_format = cache_dir() / "cifar10-imagefolder-tar-3c-0123456789abcdef01234567.npz"
+    other_tag = cache_dir() / "mnist-idx-0123456789abcdef01234567.npz"
+    for planted in (first_format, other_tag):
+        planted.write_bytes(b"an entry of the first cache format")
     first = load_dataset(cfg, str(tmp_path / "root"))
+    assert not first_format.exists() and other_tag.exists()  # the first format's entry of this tag is swept
+    other_tag.unlink()
     entries = list(cache_dir().glob("*.npz"))
     assert len(entries) == 1 and cache_dir().resolve().is_relative_to(tmp_path)
     second = load_dataset(cfg, str(tmp_path / "root"))
@@ -173,7 +180,9 @@ def _fresh(cfg: DataConfig, root: Path, tmp_path: Path, monkeypatch: pytest.Monk
     return ds
 
 
-@pytest.mark.parametrize("change", ["move a file between classes", "swap two class names", "behind a link"])
+@pytest.mark.parametrize(
+    "change", ["move a file between classes", "swap two class names", "behind a link", "a second link"]
+)
 def test_a_folders_cache_entry_follows_every_file(
     tmp_path: Path, make_image_tree: Callable, small_counts: Callable, monkeypatch: pytest.MonkeyPatch,
     change: str,
@@ -183,10 +192,11 @@ def test_a_folders_cache_entry_follows_every_file(
     old labels. Now every file's path, size and mtime count, links followed."""
     root, cfg = _cifar10_folder(tmp_path, make_image_tree, small_counts)
     train = root / "CIFAR10-jpg" / "train"
-    if change == "behind a link":  # class c9's folder is a link to a folder elsewhere
+    linked = "c0" if change == "a second link" else "c9"
+    if change in ("behind a link", "a second link"):  # a class folder is a link to a folder elsewhere
         (tmp_path / "elsewhere").mkdir()
-        (train / "c9").rename(tmp_path / "elsewhere" / "c9")
-        (train / "c9").symlink_to(tmp_path / "elsewhere" / "c9")
+        (train / linked).rename(tmp_path / "elsewhere" / linked)
+        (train / linked).symlink_to(tmp_path / "elsewhere" / linked)
     before = load_dataset(cfg, str(root))
     if change == "move a file between classes":
         moved = next((train / "c0").iterdir())
@@ -196,12 +206,15 @@ def test_a_folders_cache_entry_follows_every_file(
         (train / "c0").rename(train / "tmp")
         (train / "c1").rename(train / "c0")
         (train / "tmp").rename(train / "c1")
-    else:
+    elif change == "behind a link":
         target = next((tmp_path / "elsewhere" / "c9").iterdir())
         other = next((train / "c8").iterdir())
         stat = target.stat()
         target.write_bytes(other.read_bytes())
-        os.utime(target.parent, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # the same mtime: only the size tells
+    else:  # c5 links to c0's folder too, which a walk has seen before: its images are now under both
+        small_counts("cifar10", None, 20)
+        (train / "c5" / "more").symlink_to(tmp_path / "elsewhere" / "c0")
     cached = load_dataset(cfg, str(root))
     fresh = _fresh(cfg, root, tmp_path, monkeypatch)
     assert not (
