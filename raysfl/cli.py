@@ -740,7 +740,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from raysfl.data import DataError
     from raysfl.data.errors import PartitionError
     from raysfl.engine.checkpoint import CheckpointError
-    from raysfl.engine.cluster import ClusterUnreachableError
+    from raysfl.engine.cluster import ClusterTooSmallError, ClusterUnreachableError
     from raysfl.engine.dispatch import WorkerStartError
     from raysfl.engine.runner import OutDirError, RunFailedError
     from raysfl.sweep.execute import SweepStateError
@@ -751,6 +751,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
         DataError,
         PartitionError,
         ClusterUnreachableError,
+        ClusterTooSmallError,
         CheckpointError,
         RunFailedError,
         SweepStateError,

@@ -213,12 +213,19 @@ def actor_options(n_pools: int, server_device: str) -> tuple[dict[str, Any], lis
         check_server_gpu(server_device, server)
         return server, [_in_bundle(pg, 2 + i) for i in range(n_pools)], None
     while True:  # shares of the nodes alive now; shared again should the cluster shrink while waiting
+        nodes = alive_nodes()
         # a GPU for the server when a node alive has one (its node may have been lost: ask again)
-        use_gpu = server_device != "cpu" and any(gpu >= 1 for _, gpu in alive_nodes())
+        use_gpu = server_device != "cpu" and any(gpu >= 1 for _, gpu in nodes)
         check_server_gpu(server_device, {"num_gpus": 1.0 if use_gpu else 0.0})
+        bundles = share_bundles(n_pools, use_gpu, nodes)
         try:
-            own = _reserve_shares(n_pools, use_gpu)
+            own = reserve(bundles)
         except _ClusterShrankError:
+            if sorted(alive_nodes()) == sorted(nodes):  # not shrunk: these nodes can never hold them
+                raise ClusterTooSmallError(
+                    f"the cluster's nodes (CPUs, GPUs: {nodes}) cannot hold this run's actors "
+                    f"({_describe(bundles)}) node by node; add a node, or lower engine.pools"
+                ) from None
             continue
         return _in_bundle(own, n_pools), [_in_bundle(own, i) for i in range(n_pools)], own
 
@@ -227,19 +234,37 @@ class _ClusterShrankError(Exception):
     """A reservation no longer fits the nodes alive (a node was lost while it waited)."""
 
 
+class ClusterTooSmallError(RuntimeError):
+    """The cluster's nodes cannot hold a run's actors, however long it waits (a user error: exit 2)."""
+
+
 def alive_nodes() -> list[tuple[float, float]]:
     """(CPUs, GPUs) of every node the cluster holds alive."""
     nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
     return [(float(r.get("CPU", 0.0)), float(r.get("GPU", 0.0))) for r in nodes]
 
 
-def _reserve_shares(n_pools: int, use_gpu: bool) -> Any:
-    """Reserve the pools and the server, each a :func:`cpu_share` of the nodes alive now."""
-    cpu = cpu_share([c for c, _ in alive_nodes()], n_pools + 1)
-    # The pools' bundles first: with the server's first, Ray's SPREAD put both pools of a two-node test on
-    # one node (tests/integration/test_multinode.py); in this order they land on distinct nodes.
-    server_bundle = {"CPU": cpu, **({"GPU": 1.0} if use_gpu else {})}
-    return reserve([*({"CPU": cpu} for _ in range(n_pools)), server_bundle])
+def share_bundles(n_pools: int, use_gpu: bool, nodes: list[tuple[float, float]]) -> list[dict[str, float]]:
+    """One bundle per pool, then the server's (with a GPU when ``use_gpu``), that fit ``nodes`` together.
+
+    Each a :func:`cpu_share` of the nodes' CPUs. The server's GPU ties it to a GPU node, which may hold fewer
+    CPUs than that share (a head started with ``--num-cpus=0``): the server then takes what its GPU node
+    has, and the pools' share is halved until all of them fit.
+    """
+    cpu = cpu_share([c for c, _ in nodes], n_pools + 1)
+    server_cpu = cpu
+    if use_gpu:
+        server_cpu = min(cpu, max((c for c, g in nodes if g >= 1), default=0.0))
+
+    def bundles(pool_cpu: float) -> list[dict[str, float]]:
+        server = {"CPU": server_cpu} if server_cpu > 0 else {}
+        # The pools' bundles first: with the server's first, Ray's SPREAD put both pools of a two-node
+        # test on one node (tests/integration/test_multinode.py); in this order they land on distinct nodes.
+        return [*({"CPU": pool_cpu} for _ in range(n_pools)), {**server, **({"GPU": 1.0} if use_gpu else {})}]
+
+    while not fits_nodes(bundles(cpu), nodes) and cpu > 1e-3:
+        cpu /= 2
+    return bundles(cpu)
 
 
 def _in_bundle(pg: Any, i: int) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from raysfl.engine.cluster import fits_nodes, pool_count
+from raysfl.engine.cluster import ClusterTooSmallError, fits_nodes, pool_count
 from raysfl.scenario import Scenario
 
 DRIVER_CPU = 0.5
@@ -102,7 +102,17 @@ def trial_resources(
     if target != total:
         scale = target / total
     if nodes and not fits_nodes(_scaled(bundles, scale), nodes):
-        scale = _largest_fitting_scale(bundles, nodes, scale)
+        fitting = _largest_fitting_scale(bundles, nodes, scale)
+        if fitting is None and "GPU" in server and eng.server_device == "auto":
+            del server["GPU"]  # no GPU node can hold the server's share: on a CPU, as "auto" allows
+            fitting = _largest_fitting_scale(bundles, nodes, scale)
+        if fitting is None:
+            raise ClusterTooSmallError(
+                f"a trial's actors ({', '.join(str(b) for b in bundles)}) fit no way onto the cluster's "
+                f"nodes (CPUs, GPUs: {list(nodes)}); with engine.server_device = 'cuda' the server needs a "
+                "GPU node with CPUs to spare"
+            )
+        scale = fitting
     if scale != 1.0:
         bundles = _scaled(bundles, scale)
     return TrialResources(tuple(bundles), scale)
@@ -120,16 +130,13 @@ def _scaled(bundles: list[dict[str, float]], scale: float) -> list[dict[str, flo
 
 def _largest_fitting_scale(
     bundles: list[dict[str, float]], nodes: Sequence[tuple[float, float]], below: float
-) -> float:
+) -> float | None:
     """The largest scale under ``below`` at which the bundles fit the nodes one by one (bisected).
 
-    Raises:
-        ValueError: no scale fits (a GPU the trial asks for that no node has).
+    ``None`` when none does: the server's GPU on a node without CPUs to spare.
     """
     lo, hi = 0.0, below
     for _ in range(40):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if fits_nodes(_scaled(bundles, mid), nodes) else (lo, mid)
-    if lo == 0.0:
-        raise ValueError(f"a trial's bundles {bundles} fit no node of the cluster {list(nodes)}")
-    return lo
+    return lo if lo > 0.0 else None

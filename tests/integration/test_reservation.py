@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from raysfl.engine.cluster import cpu_share, fits_nodes, reserve
+from raysfl.engine.cluster import cpu_share, fits_nodes, reserve, share_bundles
 from raysfl.engine.runner import run
 from raysfl.scenario import scenario_from_dict
 
@@ -43,6 +43,27 @@ def test_a_gpu_bundle_fits_only_where_a_gpu_is_left():
     assert not fits_nodes([server, pool], [(2.0, 0.0)])  # the GPU node is gone
     assert not fits_nodes([server, server], [(4.0, 1.0)])  # one GPU, two asked for
     assert fits_nodes([pool] * 4, [(2.0, 0.0), (2.0, 0.0)]) and not fits_nodes([pool] * 5, [(2.0, 0.0)] * 2)
+
+
+@pytest.mark.parametrize(
+    "nodes, pools",
+    [
+        ([(0.0, 1.0), (8.0, 0.0)], 3),  # a GPU head started with --num-cpus=0
+        ([(0.5, 1.0), (2.0, 0.0)], 2),
+        ([(2.0, 1.0), (2.0, 0.0)], 3),
+        ([(1.0, 0.0), (1.0, 0.0), (1.0, 0.0)], 2),
+    ],
+)
+def test_the_shares_fit_the_nodes_with_the_servers_gpu(nodes, pools):
+    """The server's GPU ties it to a GPU node that may hold fewer CPUs than the share: the bundles never
+    fit, and the reservation was retried every second without a word."""
+    use_gpu = any(g >= 1 for _, g in nodes)
+    bundles = share_bundles(pools, use_gpu, nodes)
+    assert fits_nodes(bundles, nodes) and len(bundles) == pools + 1
+    assert bundles[-1].get("GPU", 0.0) == (1.0 if use_gpu else 0.0)
+    gpu_node_cpus = max((c for c, g in nodes if g >= 1), default=None)
+    if gpu_node_cpus is not None:
+        assert bundles[-1].get("CPU", 0.0) <= gpu_node_cpus
 
 
 def test_a_run_gives_its_reservation_back(ray_session, tmp_path):

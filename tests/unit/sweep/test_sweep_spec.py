@@ -215,6 +215,21 @@ def test_bundles_are_scaled_until_they_fit_node_by_node(tmp_path):
     assert roomy.bundles == total_only.bundles
 
 
+def test_a_gpu_node_without_cpus_to_spare_gives_auto_a_cpu_server_and_refuses_cuda(tmp_path):
+    """A GPU head started with --num-cpus=0 can hold no server bundle at any scale: the sweep ended with
+    a bare ValueError traceback."""
+    from raysfl.engine.cluster import ClusterTooSmallError, fits_nodes
+
+    sc = load_sweep(_write(tmp_path, GOOD)).trials[0].scenario
+    nodes, cluster = [(0.0, 1.0), (3.0, 0.0)], {"CPU": 3.0, "GPU": 1.0}
+    auto = trial_resources(sc, cluster, nodes=nodes)
+    assert "GPU" not in auto.bundles[1] and fits_nodes(auto.bundles, nodes)
+    on_cuda = GOOD.replace("[set]", '[set]\n"engine.server_device" = "cuda"')
+    cuda = load_sweep(_write(tmp_path, on_cuda, "c.toml"))
+    with pytest.raises(ClusterTooSmallError, match="the server needs a GPU node with CPUs to spare"):
+        trial_resources(cuda.trials[0].scenario, cluster, nodes=nodes)
+
+
 def test_trial_cpus_scales_every_bundle_to_that_total_and_packs_more_trials(tmp_path, capsys, monkeypatch):
     sweep = load_sweep(_write(tmp_path, GOOD.replace("[set]", '[set]\n"engine.server_threads" = 1')))
     sc = sweep.trials[0].scenario  # driver 0.5 + server 1 + pool 1 = 2.5 CPUs of threads
