@@ -472,7 +472,7 @@ def _check_target(target: float | None) -> None:
 def cmd_compare(args: argparse.Namespace) -> int:
     """Print a markdown table comparing finished runs."""
     from raysfl.compare import RunDirError, compare_table, load_run
-    from raysfl.report.runs import ordered_children, unfinished_trials
+    from raysfl.report.runs import ordered_children, sweep_trials, unfinished_trials, why_not_finished
 
     dirs: list[Path] = []
     for item in args.runs:
@@ -480,7 +480,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if (p / "summary.json").is_file():
             dirs.append(p)
         elif p.is_dir():
-            children = ordered_children(p)  # a sweep's trials in its file's order, as report lists them
+            trials = sweep_trials(p)
+            children = ordered_children(p, trials)  # a sweep's trials in its file's order, as in report
             found = [d for d in children if (d / "summary.json").is_file()]
             if not found:
                 raise UsageError(
@@ -488,8 +489,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 )
             dirs += found
             for d in (d for d in children if (d / "config.toml").is_file() and d not in found):
-                print(f"compare: left out {d}: no summary.json (unfinished or failed)", file=sys.stderr)
-            for d, why in unfinished_trials(p, children):
+                why = why_not_finished(d, trials.get(d.name)) or "unfinished"
+                print(f"compare: left out {d}: {why}", file=sys.stderr)
+            for d, why in unfinished_trials(p, children, trials):
                 print(f"compare: left out {d}: {why}", file=sys.stderr)
         else:
             raise UsageError(f"{item}: not a run directory")

@@ -50,7 +50,7 @@ def _labels(values: object) -> np.ndarray:
         return raw.astype(np.int64)
     if raw.dtype.kind != "f":
         raise ValueError(f"labels must be whole numbers, got values of type {raw.dtype}")
-    fractional = raw[raw != np.round(raw)]
+    fractional = raw[~np.isfinite(raw) | (raw != np.round(raw))]
     if fractional.size:
         raise ValueError(f"labels must be whole numbers, got {fractional[:3].tolist()}")
     return raw.astype(np.int64)
@@ -68,10 +68,11 @@ def _read_split(folder: Path, writer_ids: dict[str, int]) -> LeafSplit:
     for path in files:
         obj = _read_json(path)
         counts = obj.get("num_samples", [None] * len(obj["users"]))
-        if len(counts) != len(obj["users"]):
-            raise DataCorruptError(
-                f"{path}: num_samples has {len(counts)} entries for {len(obj['users'])} users"
-            )
+        if not isinstance(counts, list) or len(counts) != len(obj["users"]):
+            kind = type(counts).__name__
+            what = f"has {len(counts)} entries" if isinstance(counts, list) else f"is a {kind}"
+            users = len(obj["users"])
+            raise DataCorruptError(f"{path}: num_samples {what} for {users} users (a list, one count each)")
         for user, count in zip(obj["users"], counts, strict=True):
             if str(user) in seen:
                 raise DataCorruptError(f"{path}: user {user!r} is listed twice in this split (also in "

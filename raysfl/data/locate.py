@@ -22,6 +22,9 @@ from pathlib import Path
 from raysfl.data.errors import DataCorruptError
 from raysfl.data.registry import IDX_FILES, DatasetInfo
 
+CIFAR_BATCH_FILES = ("data_batch_1", "test_batch")
+"""The files that tell a folder of CIFAR-10 python batches (the reader checks the other four)."""
+
 
 @dataclass(frozen=True)
 class Source:
@@ -58,7 +61,7 @@ def _matches(path: Path, kind: str) -> bool:
     if kind == "idx":
         return path.is_dir() and all(idx_file(path, stem) is not None for stem in IDX_FILES)
     if kind == "cifar-python":
-        return (path / "data_batch_1").is_file() and (path / "test_batch").is_file()
+        return all((path / name).is_file() for name in CIFAR_BATCH_FILES)
     if kind in ("cifar-python-tar", "imagefolder-tar"):
         return path.is_file()
     if kind == "imagefolder":
@@ -111,8 +114,8 @@ NAMED_PLACES = ("--data-dir", "data.data_dir", "$RAYSFL_DATA")
 def missing_part(info: DatasetInfo, folder: Path) -> str | None:
     """What an incomplete copy of ``info`` in ``folder`` lacks; ``None`` when it holds none or all of one.
 
-    Incomplete: some of the four IDX files, one CIFAR batch file without the other, or one of an image tree's
-    ``train/`` and ``test/`` folders without the other.
+    Incomplete: some of the four IDX files, or one CIFAR batch file without the other. Names this specific
+    only: a ``train/`` folder alone may well be another dataset's.
     """
     for layout in info.layouts:
         path = folder / layout.relpath if layout.relpath != "." else folder
@@ -122,12 +125,11 @@ def missing_part(info: DatasetInfo, folder: Path) -> str | None:
             missing = [stem for stem in IDX_FILES if idx_file(path, stem) is None]
             if 0 < len(missing) < len(IDX_FILES):
                 return f"{path} lacks {', '.join(f'{m}[.gz]' for m in missing)} (or it is not a regular file)"
-        required = {"cifar-python": ("data_batch_1", "test_batch"), "imagefolder": ("train", "test")}
-        required["leaf-json"] = required["imagefolder"]
-        names = required.get(layout.kind, ())
-        present = [n for n in names if (path / n).exists()]
-        if 0 < len(present) < len(names):
-            return f"{path} has {present[0]} but not {next(n for n in names if n not in present)}"
+        if layout.kind == "cifar-python":
+            present = [n for n in CIFAR_BATCH_FILES if (path / n).exists()]
+            if 0 < len(present) < len(CIFAR_BATCH_FILES):
+                absent = next(n for n in CIFAR_BATCH_FILES if n not in present)
+                return f"{path} has {present[0]} but not {absent}"
     return None
 
 
@@ -136,7 +138,8 @@ def find_source(info: DatasetInfo, places: list[Place]) -> Source | None:
 
     Raises:
         DataCorruptError: a place the user named (:data:`NAMED_PLACES`) holds an incomplete copy and no
-            complete one: it was passed over for the next place without a word.
+            complete one: it was passed over for the next place without a word. A complete copy in a
+            later place does not help: the named place is the one meant.
     """
     for place in places:
         folders = folders_to_try(info, place.root)

@@ -190,7 +190,7 @@ def _read_run(path: Path) -> Run:
     return Run(path, config, tuple(read_metrics(path)), read_summary(path), info)
 
 
-def _sweep_trials(folder: Path) -> dict[str, dict[str, Any]]:
+def sweep_trials(folder: Path) -> dict[str, dict[str, Any]]:
     """The trials a sweep's ``sweep.json`` lists in ``folder`` (empty when it is not a sweep)."""
     status = folder / SWEEP_STATUS
     if not status.is_file():
@@ -211,7 +211,7 @@ def _candidates(path: Path, sweeps: dict[Path, dict[str, dict[str, Any]]]) -> It
     if (path / "config.toml").is_file():
         yield path
         return
-    sweeps[path] = _sweep_trials(path)
+    sweeps[path] = sweep_trials(path)
     for child in ordered_children(path, sweeps[path]):
         yield from _candidates(child, sweeps)
 
@@ -222,7 +222,7 @@ def ordered_children(folder: Path, trials: dict[str, Any] | None = None) -> list
     ``trials`` is the folder's ``sweep.json`` trials (read when not given); Tune's own and hidden folders
     are left out.
     """
-    rank = {name: i for i, name in enumerate(_sweep_trials(folder) if trials is None else trials)}
+    rank = {name: i for i, name in enumerate(sweep_trials(folder) if trials is None else trials)}
     children = [p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))]
     return sorted(children, key=lambda p: (rank.get(p.name, len(rank)), p.name))
 
@@ -238,7 +238,7 @@ def unfinished_trials(
     seen = set(present)
     return [
         (folder / name, _failure(trial) if trial.get("status") == "failed" else "not run")
-        for name, trial in (_sweep_trials(folder) if trials is None else trials).items()
+        for name, trial in (sweep_trials(folder) if trials is None else trials).items()
         if folder / name not in seen and trial.get("status") != "finished"
     ]
 
@@ -254,7 +254,7 @@ def _failure(trial: dict[str, Any]) -> str:
     return f"failed: {error_head(str(trial.get('error', '')))}".rstrip(": ")
 
 
-def _why_not(run_dir: Path, trial: dict[str, Any] | None) -> str | None:
+def why_not_finished(run_dir: Path, trial: dict[str, Any] | None) -> str | None:
     """Why ``run_dir`` is not a finished run (``None`` when it is one).
 
     The folder decides: a trial that ``sweep.json`` records as failed and that was finished since (``raysfl
@@ -293,9 +293,9 @@ def find_runs(paths: Sequence[str | Path]) -> tuple[list[Run], list[tuple[Path, 
         for run_dir in _candidates(root, sweeps):
             seen.add(run_dir)
             if run_dir.parent not in sweeps:
-                sweeps[run_dir.parent] = _sweep_trials(run_dir.parent)
+                sweeps[run_dir.parent] = sweep_trials(run_dir.parent)
             trial = sweeps[run_dir.parent].get(run_dir.name)
-            reason = _why_not(run_dir, trial)
+            reason = why_not_finished(run_dir, trial)
             if reason is None:
                 try:
                     run = _read_run(run_dir)
@@ -338,9 +338,16 @@ def one_run_per_seed(runs: Sequence[Run]) -> tuple[list[Run], list[tuple[Path, s
 
 
 def _same_numbers(a: Run, b: Run) -> bool:
-    """Whether two runs logged the same evaluations (wall time aside): a true repeat of a seed."""
-    strip = [{k: v for k, v in r.items() if k != "wall_s"} for r in a.rows]
-    return strip == [{k: v for k, v in r.items() if k != "wall_s"} for r in b.rows]
+    """Whether two runs logged the same evaluations (wall time aside, NaN equal to NaN): a true repeat."""
+
+    def values(run: Run) -> list[dict[str, Any]]:
+        nan = "nan"  # NaN != NaN: two identical diverged runs would differ
+        return [
+            {k: nan if isinstance(v, float) and math.isnan(v) else v for k, v in r.items() if k != "wall_s"}
+            for r in run.rows
+        ]
+
+    return values(a) == values(b)
 
 
 def _differs(run: Run, kept: Run) -> str:

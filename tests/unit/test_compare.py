@@ -74,7 +74,7 @@ def test_run_a_directory_then_compare(tmp_path, capsys):
     assert main(["compare", str(out)]) == 0
     captured = capsys.readouterr()
     assert "| a |" in captured.out and "\n| b " not in captured.out
-    assert f"compare: left out {out / 'b'}: no summary.json (unfinished or failed)" in captured.err
+    assert f"compare: left out {out / 'b'}: unfinished (no summary.json)" in captured.err
     for bad in ("8", "0", "-0.5"):
         assert main(["compare", str(out), "--target", bad]) == 2
         assert f"--target: {float(bad)} must be an accuracy in (0, 1]" in capsys.readouterr().err
@@ -210,10 +210,13 @@ def test_compare_lists_a_sweeps_trials_in_its_files_order(tmp_path, capsys):
         summary = json.loads((out / "summary.json").read_text())
         summary.update(scenario=name, algorithm=name, dataset="fashion-mnist", emulated_s=10.0)
         (out / "summary.json").write_text(json.dumps(summary))
+    failed_midway = make_run(root, "seed1_fedsa", _scenario("fedsa", 1), [(0, 0.0, 0.1)])
+    (failed_midway / "summary.json").unlink()  # it failed after writing its config and first evaluation
     trials = {
         "seed1_gas": {"status": "finished"},
         "seed1_fedasync": {"status": "finished"},
         "seed1_fedbuff": {"status": "failed", "error": "RunFailedError: gave up"},
+        "seed1_fedsa": {"status": "failed", "error": "ValueError: diverged"},
     }
     (root / "sweep.json").write_text(json.dumps({"trials": trials}))
     assert main(["compare", str(root), "--target", "0.6"]) == 0
@@ -221,3 +224,4 @@ def test_compare_lists_a_sweeps_trials_in_its_files_order(tmp_path, capsys):
     rows = [line for line in captured.out.splitlines() if line.startswith("| seed1_")]
     assert [row.split(" | ")[0] for row in rows] == ["| seed1_gas", "| seed1_fedasync"]
     assert f"compare: left out {root / 'seed1_fedbuff'}: failed: RunFailedError: gave up" in captured.err
+    assert f"compare: left out {root / 'seed1_fedsa'}: failed: ValueError: diverged" in captured.err

@@ -61,6 +61,9 @@ def test_malformed_leaf_files(tmp_path: Path, make_leaf: Callable) -> None:
     ("damage", "message"),
     [
         (lambda blob, user: blob["num_samples"].pop(), "num_samples has 1 entries for 2 users"),
+        (lambda blob, user: blob.update(num_samples=None), "num_samples is a NoneType for 2 users"),
+        (lambda blob, user: blob["user_data"][user].update(y=[1e999] * len(blob["user_data"][user]["y"])),
+         r"labels must be whole numbers, got \[inf, inf, inf\]"),
         (lambda blob, user: blob["user_data"][user].update(y=[1.7] * len(blob["user_data"][user]["y"])),
          r"labels must be whole numbers, got \[1.7, 1.7, 1.7\]"),
         (lambda blob, user: blob["users"].append(user) or blob["num_samples"].append(

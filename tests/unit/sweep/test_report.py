@@ -741,3 +741,8 @@ def test_a_repeated_seed_with_other_numbers_says_so(runs, tmp_path):
     assert f"- `{other / 'gas_s1'}`: the same setting and seed 1 as {runs / 'gas_s1'}: counted once (its " \
         "numbers differ: final accuracy 30.00 % against 70.00 %)" in text  # fmt: skip
     assert f"- `{same / 'gas_s1'}`: the same setting and seed 1 as {runs / 'gas_s1'}: counted once\n" in text
+    # two copies of a diverged run (NaN != NaN) are the same numbers
+    for folder in ("nan_a", "nan_b"):
+        make_run(tmp_path / folder, "gas_s7", _scenario("gas", 7), [(0, 0.0, 0.1), (1, 10.0, float("nan"))])
+    assert main(["report", str(tmp_path / "nan_a"), str(tmp_path / "nan_b"), "--out", str(out)]) == 0
+    assert "counted once\n" in (out / "report.md").read_text()
