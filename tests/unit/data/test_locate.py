@@ -220,3 +220,15 @@ def test_images_and_labels_disagree(tmp_path: Path, make_idx_dir: Callable) -> N
     )
     with pytest.raises(DataCorruptError, match="12 images but the labels file has 11"):
         load_dataset(OFFLINE, str(tmp_path))
+
+
+def test_an_incomplete_cifar_batch_folder_in_a_named_place_is_refused(tmp_path: Path) -> None:
+    """One of the two batch files that tell a CIFAR-10 python copy, without the other: named, not passed
+    over (a train/ folder alone is not taken for anything: it may be another dataset's)."""
+    batches = tmp_path / "mine" / "cifar-10-batches-py"
+    batches.mkdir(parents=True)
+    (batches / "data_batch_1").write_bytes(b"")
+    (tmp_path / "mine" / "train").mkdir()
+    cfg = DataConfig(dataset="cifar10", download=False)
+    with pytest.raises(DataCorruptError, match=r"cifar-10-batches-py has data_batch_1 but not test_batch"):
+        load_dataset(cfg, str(tmp_path / "mine"))
