@@ -42,6 +42,7 @@ from raysfl.engine.checkpoint import (
 from raysfl.engine.clock import RealtimeClock, VirtualClock
 from raysfl.engine.dispatch import Dispatcher, LocalDispatcher, WorkerLostError
 from raysfl.engine.hosts import ClientHost, ServerDeviceError, ServerHost, build_model, pick_device
+from raysfl.engine.interrupts import remembered_interrupts
 from raysfl.engine.loop import Coordinator, ResumableSink, Sink, Totals
 from raysfl.engine.provenance import source_commit
 from raysfl.engine.rng import stream
@@ -500,8 +501,14 @@ def _attempt(
                 if isinstance(s, ResumableSink):
                     s.resume(None, [])
         interrupted = False
+
+        def after_event(coord: Coordinator) -> None:
+            interrupt.check()  # a Ctrl-C that a finaliser swallowed ends the run here
+            checkpointer.after_event(coord)
+
         try:
-            totals = coordinator.run(resumed=ck is not None, after_event=checkpointer.after_event)
+            with remembered_interrupts() as interrupt:
+                totals = coordinator.run(resumed=ck is not None, after_event=after_event)
         except KeyboardInterrupt:
             interrupted = True
             totals = coordinator.totals

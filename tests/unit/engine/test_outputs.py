@@ -1,5 +1,6 @@
 """Run outputs: TensorBoard against iteration and emulated time; Ctrl-C keeps what was written."""
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -12,6 +13,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from raysfl.engine.runner import run
 from raysfl.scenario import scenario_from_dict
+from tests.scenarios import TINY_GAS
 
 from .test_gas_local_run import BASE
 
@@ -90,6 +92,36 @@ def test_ctrl_c_ends_cleanly_and_keeps_outputs(tmp_path):
     assert summary["interrupted"] is True and summary["stop_reason"] == "interrupted"
     assert pq.read_table(out / "metrics.parquet").num_rows >= 1
     assert pq.read_table(out / "events.parquet").num_rows > 0
+
+
+class _SwallowsCtrlC:
+    """A sink that gets a Ctrl-C at the second evaluation and swallows it, as Python does with a
+    KeyboardInterrupt raised inside a finaliser ("Exception ignored in ...")."""
+
+    def __init__(self) -> None:
+        self.evals = 0
+
+    def on_event(self, row) -> None:  # noqa: ANN001
+        pass
+
+    def on_eval(self, row) -> None:  # noqa: ANN001
+        self.evals += 1
+        if self.evals == 2:
+            with contextlib.suppress(KeyboardInterrupt):
+                signal.raise_signal(signal.SIGINT)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_swallowed_ctrl_c_still_ends_the_run_at_the_next_event(tmp_path):
+    """The SIGINT is remembered: the coordinator raises it again after the next event, so the run ends as
+    interrupted instead of running on to its budget (a Ctrl-C test once saw a run compute on after it)."""
+    long = {**TINY_GAS, "train": {**TINY_GAS["train"], "global_iterations": 40}}
+    sink = _SwallowsCtrlC()
+    summary = run(scenario_from_dict(long), tmp_path / "out", backend="local", extra_sinks=[sink])
+    assert summary["interrupted"] is True and summary["stop_reason"] == "interrupted"
+    assert sink.evals == 2 and summary["global_iterations"] < 40
 
 
 def _speeds(logdir: Path) -> list[tuple[int, float]]:
