@@ -376,6 +376,7 @@ def run(
     wall0, restarts = time.monotonic(), 0
     wall_before = checkpoint_wall_s(ck) if ck is not None else 0.0  # a resumed run's earlier attempts
     placed: dict[str, Any] = {}  # where the first attempt's actors went: a restart keeps the server's device
+    on = f" --address {address}" if address else ""  # for the advice of a run that gives up
     while True:
         try:
             kept = "cuda" if restarts and str(placed.get("device", "")).startswith("cuda") else None
@@ -389,7 +390,6 @@ def run(
             restarts += 1
             latest = load_latest(ck_dir)
             if restarts > sc.engine.max_restarts:
-                on = f" --address {address}" if address else ""
                 then = (
                     f"continue it from {Path(latest['path']).name} with `raysfl run --resume {out}{on}`"
                     if latest
@@ -407,8 +407,8 @@ def run(
                 raise RunFailedError(
                     f"{lost}; the restart needs a GPU for the server, which ran on one, and the cluster has "
                     f"none left ({err}). The run directory keeps what was written; continue it from its last "
-                    f"checkpoint with `raysfl run --resume {out}` once the cluster has a GPU again, or add "
-                    'engine.server_device="cpu" to continue on a CPU (other last bits).'
+                    f"checkpoint with `raysfl run --resume {out}{on}` once the cluster has a GPU again, or "
+                    'add engine.server_device="cpu" to continue on a CPU (other last bits).'
                 ) from err
             if restarts == 0 and ck is None and not _ran_anything(out):  # a fresh run's first attempt
                 clear_outputs(out)  # a run stopped while it was set up leaves the folder free to run again
