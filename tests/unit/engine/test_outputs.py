@@ -119,7 +119,13 @@ def test_a_swallowed_ctrl_c_still_ends_the_run_at_the_next_event(tmp_path):
     interrupted instead of running on to its budget (a Ctrl-C test once saw a run compute on after it)."""
     long = {**TINY_GAS, "train": {**TINY_GAS["train"], "global_iterations": 40}}
     sink = _SwallowsCtrlC()
-    summary = run(scenario_from_dict(long), tmp_path / "out", backend="local", extra_sinks=[sink])
+    # Python's own handler, as in a fresh `raysfl run`: a Ray Tune run earlier in this process leaves its
+    # own installed (until a SIGINT comes), and the guard leaves a handler it did not expect alone
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        summary = run(scenario_from_dict(long), tmp_path / "out", backend="local", extra_sinks=[sink])
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert summary["interrupted"] is True and summary["stop_reason"] == "interrupted"
     assert sink.evals == 2 and summary["global_iterations"] < 40
 
