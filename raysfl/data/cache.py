@@ -122,8 +122,7 @@ def _remove_older_entries(kept: Path, prefix: str) -> None:
     """
     tag = prefix.rsplit("-", 2)[0]
     first_format = re.compile(rf"{re.escape(tag)}-[0-9a-f]{{24}}\.npz")
-    olds = [*kept.parent.glob(f"{glob.escape(prefix)}*.npz"), *kept.parent.glob(f"{glob.escape(tag)}-*.npz")]
-    for old in olds:
+    for old in kept.parent.glob(f"{glob.escape(tag)}-*.npz"):  # this source's entries start so too
         if old != kept and (old.name.startswith(prefix) or first_format.fullmatch(old.name)):
             with contextlib.suppress(OSError):  # another process removed it first
                 old.unlink()
