@@ -745,6 +745,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from raysfl.engine.cluster import ClusterTooSmallError, ClusterUnreachableError
     from raysfl.engine.dispatch import WorkerStartError
     from raysfl.engine.runner import OutDirError, RunFailedError
+    from raysfl.safe_write import LinkedOutputError
     from raysfl.sweep.execute import SweepStateError
 
     return (
@@ -758,6 +759,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
         RunFailedError,
         SweepStateError,
         WorkerStartError,
+        LinkedOutputError,
     )
 
 

@@ -41,6 +41,7 @@ from raysfl.api import Policy
 from raysfl.config import dumps_toml
 from raysfl.engine.loop import CheckpointingSink, ResumableSink
 from raysfl.engine.snapshot import SnapshotError, capture, check_tree, load_tree, rebuild, save_tree
+from raysfl.safe_write import replace_text
 
 FORMAT = 1
 SCENARIO_FILE = "scenario.toml"  # the resolved scenario, beside the checkpoints (read by --resume)
@@ -347,7 +348,7 @@ class Checkpointer:
         save_tree(tree, path)
         scenario_file = self.dir / SCENARIO_FILE
         if not scenario_file.exists():
-            scenario_file.write_text(dumps_toml(self.scenario_doc))
+            replace_text(scenario_file, dumps_toml(self.scenario_doc))
         for old in checkpoint_files(self.dir)[: -self.keep]:
             old.unlink()
         return path

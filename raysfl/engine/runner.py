@@ -51,6 +51,7 @@ from raysfl.metrics.progress import ProgressLine
 from raysfl.metrics.tensorboard import TensorBoardSink
 from raysfl.models.flops import profile_split_model
 from raysfl.models.precision import EMULATED_BFLOAT16, native_bfloat16
+from raysfl.safe_write import refuse_link, replace_text
 from raysfl.scenario import Scenario, scenario_to_dict
 from raysfl.system.durations import TimeModel
 from raysfl.system.profiles import draw_devices
@@ -132,6 +133,8 @@ def check_out_dir(out: Path, *, resume: bool = False, overwrite: bool = False) -
         read_only = hasattr(os, "statvfs") and os.statvfs(base).f_flag & os.ST_RDONLY
         why = "is on a read-only file system" if read_only else "is not writable for this user"
         raise OutDirError(f"cannot write the run directory {out}: {base} {why}; choose another --out")
+    if resume:  # the attempt's TensorBoard files are deleted and written again
+        refuse_link(out / "tb", "the TensorBoard event files of the attempt it continues")
     if resume or overwrite:
         return
     if checkpoint_files(out / "checkpoints"):
@@ -179,7 +182,7 @@ def write_config(prep: Prepared, out: Path, backend: str) -> None:
         "activation_shape": list(prep.profile.activation_shape),
     }
     doc["devices"] = prep.devices.to_rows()
-    (out / "config.toml").write_text(dumps_toml(_finite(doc)))
+    replace_text(out / "config.toml", dumps_toml(_finite(doc)))
 
 
 def _finite(obj: Any) -> Any:
@@ -423,7 +426,7 @@ def run(
     summary["restarts"] = restarts
     summary["resumed_from"] = Path(resumed["path"]).name if resumed else None  # --resume's checkpoint
     summary["restarted_from"] = (Path(ck["path"]).name if ck else "start") if restarts else None
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    replace_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     return summary
 
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 import collections
 import enum
 import functools
-import os
 import sys
 import types
 from collections.abc import Iterable
@@ -47,6 +46,8 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+
+from raysfl.safe_write import replace_file
 
 _CODE = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial)
 _PRIMITIVES = (str, int, float, bool, type(None))
@@ -592,11 +593,12 @@ def rebuild(
 
 
 def save_tree(tree: Any, path: str | Path) -> None:
-    """Write a tree atomically (temporary file, then rename): a crash never leaves half a checkpoint."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(tree, tmp)
-    os.replace(tmp, path)
+    """Write a tree atomically: a new file, then renamed over ``path``.
+
+    A crash never leaves half a checkpoint, and a link at ``path`` is replaced, not written through
+    (:mod:`raysfl.safe_write`).
+    """
+    replace_file(Path(path), lambda tmp: torch.save(tree, tmp))
 
 
 def load_tree(path: str | Path) -> Any:

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from raysfl.metrics.columns import event_columns
 from raysfl.run_files import error_line
+from raysfl.safe_write import replace_file, unlinked
 
 _ARROW_TYPES = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string(), "bool": pa.bool_()}
 
@@ -53,7 +54,7 @@ class EventLog:
         self.schema = schema
         self._rows: list[Mapping[str, Any]] = []
         self.segments: list[Path] = []
-        self._writer = pq.ParquetWriter(str(path), schema)
+        self._writer = pq.ParquetWriter(str(unlinked(path)), schema)
 
     def on_event(self, row: Mapping[str, Any]) -> None:
         """Buffer one row; write a chunk when full."""
@@ -79,7 +80,7 @@ class EventLog:
         segment = ck_dir / f"events-{tag}.parquet"
         self.path.replace(segment)
         self.segments.append(segment)
-        self._writer = pq.ParquetWriter(str(self.path), self.schema)
+        self._writer = pq.ParquetWriter(str(unlinked(self.path)), self.schema)
         return [str(p.relative_to(self.path.parent)) for p in self.segments]
 
     def resume(self, segments: list[str] | None, evals: list[dict[str, Any]]) -> None:
@@ -113,11 +114,14 @@ class EventLog:
         self._writer.close()
         if not self.segments:
             return
-        joined = self.path.with_name(self.path.name + ".joining")
-        with pq.ParquetWriter(str(joined), self.schema) as out:
-            for part in [*self.segments, self.path]:
-                out.write_table(pq.read_table(str(part), schema=self.schema))
-        joined.replace(self.path)
+        parts = [*self.segments, self.path]
+
+        def join(joined: Path) -> None:
+            with pq.ParquetWriter(str(joined), self.schema) as out:
+                for part in parts:
+                    out.write_table(pq.read_table(str(part), schema=self.schema))
+
+        replace_file(self.path, join)
 
 
 class MetricsLog:
@@ -134,7 +138,8 @@ class MetricsLog:
         """Append a row and rewrite the file; a value None is a null (a metric with no value this time)."""
         kept = (int, float, str, bool, type(None))
         self.rows.append({k: v for k, v in row.items() if isinstance(v, kept)})
-        pq.write_table(pa.Table.from_pylist(self.rows), str(self.path))
+        table = pa.Table.from_pylist(self.rows)
+        replace_file(self.path, lambda tmp: pq.write_table(table, str(tmp)))
 
     def resume(self, state: Any, evals: list[dict[str, Any]]) -> None:
         """Start again from a checkpoint's evaluations (rows logged after it are dropped)."""

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from raysfl.report.runs import Group, mean_curve
+from raysfl.safe_write import replace_file
 
 AXIS_TITLES = {
     "emulated": "emulated time (s)",
@@ -70,5 +71,5 @@ def _seeds(drawn: int, runs: int) -> str:
 def save(fig, path: Path) -> Path:  # noqa: ANN001 - a matplotlib Figure
     """Write ``fig`` as PNG to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI)
+    replace_file(path, lambda tmp: fig.savefig(tmp, dpi=DPI))
     return path

@@ -46,6 +46,7 @@ from raysfl.report.runs import (
     one_run_per_seed,
     target_text,
 )
+from raysfl.safe_write import refuse_link, replace_text
 
 REPORT_FILE = "report.md"
 UNITS = {"emulated": "emulated s", "iteration": "iterations", "bytes": "MiB", "wall": "wall s"}
@@ -234,6 +235,7 @@ def write_report(
     for g in groups:
         settings.setdefault(label(g.setting, setting_keys) or "all runs", []).append(g)
     out = Path(out_dir)
+    refuse_link(out, "the figures of an earlier report")
     out.mkdir(parents=True, exist_ok=True)
     axes = [x] + [a for a in ("emulated", "iteration", "bytes") if a != x]
     figures: list[Path] = []
@@ -317,7 +319,7 @@ def write_report(
         lines += ["", "## Skipped", ""] + [f"- `{p}`: {reason}" for p, reason in skipped]
     _remove_stale_figures(out, figures)
     report = out / REPORT_FILE
-    report.write_text("\n".join(lines) + "\n")
+    replace_text(report, "\n".join(lines) + "\n")
     warnings += [
         f"--paired {p.baseline!r}: no setting has it and a method to pair with it (the settings split "
         f"by {', '.join(setting_keys) or 'nothing'}); nothing was paired"

@@ -29,6 +29,7 @@ from typing import Any
 from raysfl.engine.checkpoint import finished_summary
 from raysfl.engine.runner import _finite
 from raysfl.report.runs import SWEEP_STATUS, error_head
+from raysfl.safe_write import replace_text
 from raysfl.scenario import scenario_to_dict
 from raysfl.sweep.resources import TrialResources, trial_resources
 from raysfl.sweep.spec import Sweep
@@ -252,9 +253,8 @@ class StatusFile:
             entry["status"] = self._status(name)
             if entry["status"] != "finished" and name in self.failed:
                 entry["status"], entry["error"] = "failed", self.failed[name]
-        tmp = self.out / (SWEEP_STATUS + ".tmp")
-        tmp.write_text(json.dumps(doc, indent=2) + "\n")
-        os.replace(tmp, self.out / SWEEP_STATUS)  # whole or not at all, should the driver be killed meanwhile
+        # whole or not at all, should the driver be killed meanwhile; never through a link
+        replace_text(self.out / SWEEP_STATUS, json.dumps(doc, indent=2) + "\n")
         trials = doc["trials"]
         return SweepResult(
             self.out,

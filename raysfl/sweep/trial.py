@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,7 +117,7 @@ def run_trial(config: dict[str, Any], tasks: dict[str, TrialTask]) -> None:
     """The Tune function trainable: run (or continue, or skip) the trial named by ``config["trial"]``."""
     from ray import tune
 
-    from raysfl.engine.runner import run
+    from raysfl.engine.runner import clear_outputs, run
 
     task = tasks[config["trial"]]
     if os.path.isdir(task.cwd):
@@ -129,8 +128,8 @@ def run_trial(config: dict[str, Any], tasks: dict[str, TrialTask]) -> None:
         rows = _metrics_rows(out)
         tune.report(tune_metrics(rows[-1]) if rows else {"global_iteration": 0})
         return
-    if state == "partial":
-        shutil.rmtree(out)
+    if state == "partial":  # a run stopped before anything to continue from: only its own outputs go
+        clear_outputs(out)
     sc = scenario_from_dict(task.scenario)
     summary = run(
         sc,

@@ -145,6 +145,22 @@ def test_a_sweep_in_a_used_directory_is_refused(ray_session, sweep_file, swept, 
     )
 
 
+def test_a_trial_folder_holding_other_files_keeps_them(ray_session, sweep_file, tmp_path):
+    """A trial's folder left without a summary or checkpoint is started over: only raysfl's own outputs
+    go (the whole folder was deleted, with whatever else the user kept in it)."""
+    sweep = tmp_path / "one.sweep.toml"
+    sweep.write_text(f'base = "{sweep_file.parent / "tiny.toml"}"\n[grid]\nseed = [1]\n')
+    out = tmp_path / "out"
+    trial = out / load_sweep(sweep).trials[0].name
+    trial.mkdir(parents=True)
+    (trial / "notes.txt").write_text("the user's own file")
+    (trial / "metrics.parquet").write_text("a partial run's output")
+    result = run_sweep(load_sweep(sweep), out, verbose=0)
+    assert result.finished == [trial.name]
+    assert (trial / "notes.txt").read_text() == "the user's own file"
+    assert pq.read_table(trial / "metrics.parquet").num_rows == 4  # the trial's own, iterations 0-3
+
+
 def _spawn(argv: list[str], log: Path) -> subprocess.Popen:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     return subprocess.Popen(
