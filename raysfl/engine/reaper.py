@@ -13,9 +13,13 @@ linger too. The processes of an embedded Ray are found (:func:`ray_pids`) by eit
   driver>``: every Ray process writes its logs there from its first moments (a ``tail -f`` reads them:
   it is not one of them).
 
+Either way a process must have started after the driver did (:func:`process_start`): a PID is reused,
+and a cluster that ``ray start`` began under an earlier process with the driver's PID names its session
+the same way; its processes are older than the driver and are left alone.
+
 :func:`kill_ray_processes` ends them (SIGTERM, SIGKILL after a grace period). The driver calls it after
 ``ray.shutdown()`` (:func:`raysfl.engine.cluster.shutdown_ray`), ^C included; and a watchdog
-(``python -m raysfl.engine.reaper PID MARKER``, :func:`start_watchdog`), in a session of its own so the
+(``python -m raysfl.engine.reaper PID MARKER START``, :func:`start_watchdog`), in a session of its own so the
 terminal's ^C does not reach it, reads a pipe from the driver: when the driver exits in any way,
 ``kill -9`` included, the pipe closes and the watchdog calls it.
 
@@ -56,11 +60,24 @@ def _writes_under(pid: str, session: re.Pattern[str]) -> bool:
     return False
 
 
-def ray_pids(owner: int, marker: str) -> list[int]:
+def process_start(pid: int | str) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (``/proc/PID/stat``); None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+        return int(fields[19])  # field 22 of the file; the list starts at field 3
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def ray_pids(owner: int, marker: str, since: int | None = None) -> list[int]:
     """The live processes of the Ray that process ``owner`` started (see the module docstring).
 
-    ``owner`` itself and this process are never listed; zombies have no environment or files, nor are.
+    ``since``: the owner's :func:`process_start` (looked up while it lives when not given); processes that
+    started before it are not its. ``owner`` itself and this process are never listed; zombies have no
+    environment or files, nor are.
     """
+    since = process_start(owner) if since is None else since
     entry = f"{MARKER_VAR}={marker}".encode()
     session = re.compile(rf"/session_[^/]*_{owner}/")
     try:
@@ -76,7 +93,10 @@ def ray_pids(owner: int, marker: str) -> list[int]:
                 env = fh.read()
         except OSError:  # gone, or another user's
             continue
-        if entry in env.split(b"\0") or _writes_under(name, session):
+        if not (entry in env.split(b"\0") or _writes_under(name, session)):
+            continue
+        started = process_start(name)
+        if since is None or (started is not None and started >= since):
             pids.append(int(name))
     return pids
 
@@ -87,15 +107,16 @@ def _send(pids: Sequence[int], sig: int) -> None:
             os.kill(pid, sig)
 
 
-def kill_ray_processes(owner: int, marker: str, grace_s: float = 2.0) -> list[int]:
+def kill_ray_processes(owner: int, marker: str, grace_s: float = 2.0, since: int | None = None) -> list[int]:
     """SIGTERM :func:`ray_pids`, SIGKILL those still there after ``grace_s``; returns the pids signalled."""
-    found = ray_pids(owner, marker)
+    since = process_start(owner) if since is None else since
+    found = ray_pids(owner, marker, since)
     _send(found, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     left = found
     while left and time.monotonic() < deadline:
         time.sleep(0.1)
-        left = ray_pids(owner, marker)
+        left = ray_pids(owner, marker, since)
     _send(left, signal.SIGKILL)
     return sorted(set(found) | set(left))
 
@@ -109,8 +130,13 @@ def start_watchdog(marker: str) -> subprocess.Popen | None:
     if not sys.platform.startswith("linux") or not os.path.isdir("/proc"):
         return None
     env = {k: v for k, v in os.environ.items() if k != MARKER_VAR}
+    # -P: the working directory's modules are not imported (a folder named raysfl there is not this
+    # package); the folder holding the raysfl this process runs is named instead, installed or not
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
+    started = process_start(os.getpid())
     return subprocess.Popen(
-        [sys.executable, "-m", "raysfl.engine.reaper", str(os.getpid()), marker],
+        [sys.executable, "-P", "-m", "raysfl.engine.reaper", str(os.getpid()), marker, str(started or 0)],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -122,14 +148,14 @@ def start_watchdog(marker: str) -> subprocess.Popen | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """The watchdog: wait for end of input (the driver has exited), then end the driver's Ray processes."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 2 or not args[0].isdigit():
-        print("usage: python -m raysfl.engine.reaper DRIVER_PID MARKER", file=sys.stderr)
+    if len(args) != 3 or not args[0].isdigit() or not args[2].isdigit():
+        print("usage: python -m raysfl.engine.reaper DRIVER_PID MARKER DRIVER_START_TICKS", file=sys.stderr)
         return 2
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     while sys.stdin.buffer.read(4096):  # the driver never writes; b"" means it has gone
         pass
-    kill_ray_processes(int(args[0]), args[1])
+    kill_ray_processes(int(args[0]), args[1], since=int(args[2]))  # the driver is gone: its start is given
     return 0
 
 

@@ -96,3 +96,38 @@ def test_the_watchdog_ends_the_processes_of_a_driver_killed_with_sigkill(tmp_pat
             with contextlib.suppress(OSError):
                 if word in Path(f"/proc/{pid}/cmdline").read_text():
                     os.kill(pid, signal.SIGKILL)
+
+
+def test_an_older_process_writing_under_a_session_of_the_drivers_pid_is_not_its(tmp_path):
+    """A ``ray start`` cluster names its session after the PID of the short-lived ``ray start`` process; a
+    later driver may get that PID. The cluster's processes started before the driver: they are left alone."""
+    old_session = tmp_path / "session_old_0" / "logs"
+    old_session.mkdir(parents=True)
+    stale = _sleeper(old_session / "gcs.out", "a")  # started before the driver
+    owner = _sleeper(tmp_path / "owner.log", "a")
+    renamed = tmp_path / f"session_old_{owner.pid}"
+    (tmp_path / "session_old_0").rename(renamed)  # its open file's path now names the driver's PID
+    fresh = _sleeper(renamed / "logs" / "raylet.out", "a")  # started after the driver: the driver's own
+    try:
+        assert Path(os.readlink(f"/proc/{stale.pid}/fd/3")).parent == renamed / "logs"
+        found = ray_pids(owner.pid, "m2")
+        assert fresh.pid in found and stale.pid not in found
+        assert kill_ray_processes(owner.pid, "m2", grace_s=1.0) == [fresh.pid]
+        assert stale.poll() is None
+    finally:
+        for p in (stale, owner, fresh):
+            p.kill()
+            p.wait()
+
+
+def test_the_watchdog_imports_raysfl_from_its_driver_not_the_working_directory(tmp_path):
+    planted = tmp_path / "raysfl"
+    planted.mkdir()
+    (planted / "__init__.py").write_text(f"open({str(tmp_path / 'PLANTED_RAN')!r}, 'w').close()\n")
+    driver = "from raysfl.engine import reaper; dog = reaper.start_watchdog('mk3'); print(dog.pid, flush=True)"
+    proc = subprocess.run(
+        [sys.executable, "-P", "-c", driver], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert _gone(int(proc.stdout.split()[0]), 10), "the watchdog did not run to its end"
+    assert not (tmp_path / "PLANTED_RAN").exists()
