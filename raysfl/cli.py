@@ -473,6 +473,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """Print a markdown table comparing finished runs."""
     from raysfl.compare import RunDirError, compare_table, load_run
     from raysfl.report.runs import ordered_children, sweep_trials, unfinished_trials, why_not_finished
+    from raysfl.run_files import printable
 
     dirs: list[Path] = []
     for item in args.runs:
@@ -490,9 +491,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
             dirs += found
             for d in (d for d in children if (d / "config.toml").is_file() and d not in found):
                 why = why_not_finished(d, trials.get(d.name)) or "unfinished"
-                print(f"compare: left out {d}: {why}", file=sys.stderr)
+                print(printable(f"compare: left out {d}: {why}"), file=sys.stderr)
             for d, why in unfinished_trials(p, children, trials):
-                print(f"compare: left out {d}: {why}", file=sys.stderr)
+                print(printable(f"compare: left out {d}: {why}"), file=sys.stderr)
         else:
             raise UsageError(f"{item}: not a run directory")
     _check_target(args.target)
@@ -500,7 +501,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         records = [load_run(d) for d in dirs]
     except RunDirError as err:
         raise UsageError(str(err)) from None
-    print(compare_table(records, args.target))
+    print(printable(compare_table(records, args.target)))
     for r in records:
         if r.interrupted:
             print(f"compare: {r.path} was interrupted before its budget; resume it with "
@@ -561,6 +562,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     """Group finished runs by everything but the seed; write report.md (mean ± std) and PNG figures."""
     from raysfl.report.markdown import write_report
+    from raysfl.run_files import printable
 
     _check_target(args.target)
     if args.last is not None and args.last < 1:
@@ -582,9 +584,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as err:
         raise UsageError(f"report: {err}") from None
     for path, reason in report.skipped:
-        print(f"report: skipped {path}: {reason}", file=sys.stderr)
+        print(printable(f"report: skipped {path}: {reason}"), file=sys.stderr)
     for warning in report.warnings:
-        print(f"report: warning: {warning}", file=sys.stderr)
+        print(printable(f"report: warning: {warning}"), file=sys.stderr)
     n_runs = sum(len(g.runs) for g in report.groups)
     print(
         f"report: {n_runs} runs in {len(report.groups)} groups; wrote {report.path} and "

@@ -19,6 +19,19 @@ class RunDirError(RuntimeError):
     """A path that is not a finished run directory, or one of whose files is damaged."""
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F] if chr(c) not in "\n\t"}
+_CONTROL.update({c: f"\\x{c:02x}" for c in range(0x80, 0xA0)})
+
+
+def printable(text: str) -> str:
+    r"""``text`` with control characters other than newline and tab written as ``\xNN`` (four characters).
+
+    What a run or sweep folder holds (a trial's recorded error, a scenario's name) may come from someone
+    else; printed raw, an escape sequence in it would drive the terminal (retitle it, clear it).
+    """
+    return text.translate(_CONTROL)
+
+
 def error_line(err: BaseException) -> str:
     """The first line of ``err``'s message (a decoder's may run on), or its type when it has none."""
     return str(err).splitlines()[0] if str(err) else type(err).__name__

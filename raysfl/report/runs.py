@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from raysfl.run_files import RunDirError, read_config, read_metrics, read_summary
+from raysfl.run_files import RunDirError, printable, read_config, read_metrics, read_summary
 
 IGNORED = (
     "name",
@@ -245,7 +245,7 @@ def unfinished_trials(
 
 def error_head(message: str) -> str:
     """The first line of a failed trial's recorded error, saying how many more ``sweep.json`` keeps."""
-    head, _, rest = message.partition("\n")
+    head, _, rest = printable(message).partition("\n")
     return head + (f" [{len(rest.splitlines())} more lines in {SWEEP_STATUS}]" if rest else "")
 
 

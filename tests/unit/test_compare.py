@@ -225,3 +225,31 @@ def test_compare_lists_a_sweeps_trials_in_its_files_order(tmp_path, capsys):
     assert [row.split(" | ")[0] for row in rows] == ["| seed1_gas", "| seed1_fedasync"]
     assert f"compare: left out {root / 'seed1_fedbuff'}: failed: RunFailedError: gave up" in captured.err
     assert f"compare: left out {root / 'seed1_fedsa'}: failed: ValueError: diverged" in captured.err
+
+
+def test_escape_sequences_in_a_received_folder_reach_the_terminal_as_text(tmp_path, capsys):
+    """A failed trial's recorded error and a run's algorithm name come from the folder, which may be someone
+    else's: printed raw, ESC ] 0 ; ... BEL retitles the terminal and ESC [ 2 J clears it."""
+    import json
+
+    from tests.unit.sweep.test_report import _scenario, make_run
+
+    hostile = "\x1b]0;PWNED\x07\x1b[2J"
+    root = tmp_path / "sweep"
+    run = make_run(root, "seed1_gas", _scenario("gas", 1), [(0, 0.0, 0.1), (1, 10.0, 0.7)])
+    summary = json.loads((run / "summary.json").read_text())
+    summary.update(scenario="gas", algorithm=f"gas{hostile}", dataset="fashion-mnist", emulated_s=10.0)
+    (run / "summary.json").write_text(json.dumps(summary))
+    trials = {"seed1_gas": {"status": "finished"}, "seed1_fedbuff": {"status": "failed", "error": hostile}}
+    (root / "sweep.json").write_text(json.dumps({"trials": trials}))
+
+    assert main(["compare", str(root)]) == 0
+    captured = capsys.readouterr()
+    assert "\x1b" not in captured.out + captured.err and "\x07" not in captured.out + captured.err
+    assert "gas\\x1b]0;PWNED\\x07\\x1b[2J" in captured.out
+    assert "failed: \\x1b]0;PWNED\\x07\\x1b[2J" in captured.err
+
+    assert main(["report", str(root), "--out", str(tmp_path / "report")]) == 0
+    captured = capsys.readouterr()
+    assert "\x1b" not in captured.out + captured.err
+    assert "skipped" in captured.err and "\\x1b]0;PWNED" in captured.err

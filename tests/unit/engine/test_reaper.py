@@ -124,7 +124,7 @@ def test_the_watchdog_imports_raysfl_from_its_driver_not_the_working_directory(t
     planted = tmp_path / "raysfl"
     planted.mkdir()
     (planted / "__init__.py").write_text(f"open({str(tmp_path / 'PLANTED_RAN')!r}, 'w').close()\n")
-    driver = "from raysfl.engine import reaper; dog = reaper.start_watchdog('mk3'); print(dog.pid, flush=True)"
+    driver = "from raysfl.engine import reaper; print(reaper.start_watchdog('mk3').pid, flush=True)"
     proc = subprocess.run(
         [sys.executable, "-P", "-c", driver], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
