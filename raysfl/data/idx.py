@@ -15,6 +15,8 @@ Example:
 from __future__ import annotations
 
 import gzip
+import io
+import math
 import zlib
 from pathlib import Path
 
@@ -33,8 +35,20 @@ _TYPES: dict[int, np.dtype] = {
 _CODES = {dt.newbyteorder(">") if dt.itemsize > 1 else dt: code for code, dt in _TYPES.items()}
 
 
+def _declared_length(head: bytes) -> int | None:
+    """The file length an IDX header declares (header included); None when ``head`` is no whole header."""
+    if len(head) < 4 or head[0] or head[1] or head[2] not in _TYPES or len(head) < 4 + 4 * head[3]:
+        return None
+    dims = np.frombuffer(head, dtype=">u4", count=head[3], offset=4)
+    return 4 + 4 * head[3] + math.prod(int(d) for d in dims) * _TYPES[head[2]].itemsize
+
+
 def _read_bytes(path: Path) -> bytes:
-    """The decompressed content of ``path`` (gzip detected from the magic bytes, not the name)."""
+    """The decompressed content of ``path`` (gzip detected from the magic bytes, not the name).
+
+    A compressed file is decompressed only up to one byte past the length its header declares: a small
+    file that decompresses to gigabytes is refused by :func:`read_idx` instead of filling the memory.
+    """
     try:
         raw = path.read_bytes()
     except OSError as err:
@@ -42,7 +56,14 @@ def _read_bytes(path: Path) -> bytes:
     if raw[:2] != b"\x1f\x8b":
         return raw
     try:
-        return gzip.decompress(raw)
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as stream:
+            data = stream.read(4)
+            if len(data) == 4:
+                data += stream.read(4 * data[3])
+            declared = _declared_length(data)
+            if declared is None:  # no readable header: read_idx names what is wrong with it
+                return data
+            return data + stream.read(declared - len(data) + 1)
     except (OSError, EOFError, zlib.error) as err:
         raise DataCorruptError(
             f"{path}: broken gzip stream ({err}); the file is truncated or corrupt"
@@ -69,11 +90,12 @@ def read_idx(path: str | Path) -> np.ndarray:
         )
     dims = tuple(int(d) for d in np.frombuffer(data, dtype=">u4", count=ndim, offset=4))
     dtype = _TYPES[code]
-    expected = header + int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
+    expected = header + math.prod(dims) * dtype.itemsize
     if len(data) != expected:
+        found = f"more than {expected}" if len(data) > expected else str(len(data))
         raise DataCorruptError(
             f"{path}: header says {dtype.name} values of dimensions {dims} ({expected} bytes) but the"
-            f" decompressed file has {len(data)} bytes; the file is truncated or corrupt, or its header"
+            f" decompressed file has {found} bytes; the file is truncated or corrupt, or its header"
             " names another value type"
         )
     out = np.frombuffer(data, dtype=dtype, offset=header).reshape(dims)

@@ -27,6 +27,31 @@ def _not_found(info: DatasetInfo, places_text: list[str], download_text: str) ->
     return DataNotFoundError("\n".join(lines))
 
 
+def _download(info: DatasetInfo, target: Path) -> tuple[Source | None, str]:
+    """Fetch ``info``'s files into ``target``: the copy found there, or None and what went wrong.
+
+    Files fetched over plain HTTP (Fashion-MNIST's only server) can be altered on the way: a copy whose
+    content is not the official release (its digest, :func:`matches_release`) is removed again, so it is
+    neither used now nor found in ``./data`` next time.
+    """
+    fetched = [target / d.filename for d in info.downloads if not (target / d.filename).exists()]
+    problems = download(info, target)
+    if problems:
+        return None, "; ".join(problems)
+    source = probe(info, target)
+    if source is None:
+        return None, f"files fetched into {target} but not recognised"
+    if matches_release(read_source(source, info), info, source) is False:
+        for path in fetched:
+            path.unlink(missing_ok=True)
+        return None, (
+            f"the files fetched into {target} are not the official {info.title} release (their content "
+            f"differs from the release's digest: altered on the way, or another server's copy); they were "
+            "removed"
+        )
+    return source, ""
+
+
 def _title(info: DatasetInfo, source: Source) -> str:
     """The name to report results under; the CIFAR-10 JPEG copy is lossy (``shared/data/README.md``)."""
     if info.name == "cifar10" and source.kind.startswith("imagefolder"):
@@ -69,9 +94,7 @@ def load_dataset(cfg: DataConfig, data_dir_override: str | None = None) -> Image
         elif not cfg.download:
             download_text = f"disabled (data.download = false); would fetch {info.downloads[0].urls[0]}"
         else:
-            problems = download(info, target)
-            source = None if problems else probe(info, target)
-            download_text = "; ".join(problems) or f"files fetched into {target} but not recognised"
+            source, download_text = _download(info, target)
         if source is None:
             raise _not_found(info, places_text, download_text)
     raw = read_source(source, info)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -202,18 +203,27 @@ def sweep_trials(folder: Path) -> dict[str, dict[str, Any]]:
     return trials if isinstance(trials, dict) else {}
 
 
-def _candidates(path: Path, sweeps: dict[Path, dict[str, dict[str, Any]]]) -> Iterable[Path]:
+def _candidates(
+    path: Path, sweeps: dict[Path, dict[str, dict[str, Any]]], seen: set[str] | None = None
+) -> Iterable[Path]:
     """Run directories at or below ``path`` (those holding config.toml), skipping Tune's own folder.
 
     A sweep's trials come in its file's order (``sweep.json``, read into ``sweeps`` for the caller), so a
     report lists methods and settings as the sweep file names them; other folders come after them, by name.
+    Links are followed, and a folder reached again (``seen``: real paths) is not walked again: links back
+    up the tree, or several to one folder at each level, made the walk endless or exponential.
     """
+    seen = set() if seen is None else seen
+    real = os.path.realpath(path)
+    if real in seen:
+        return
+    seen.add(real)
     if (path / "config.toml").is_file():
         yield path
         return
     sweeps[path] = sweep_trials(path)
     for child in ordered_children(path, sweeps[path]):
-        yield from _candidates(child, sweeps)
+        yield from _candidates(child, sweeps, seen)
 
 
 def ordered_children(folder: Path, trials: dict[str, Any] | None = None) -> list[Path]:

@@ -70,3 +70,28 @@ def test_bad_magic_and_type_code(tmp_path: Path) -> None:
     path.write_bytes(bytes([0, 0, 0x42, 1, 0, 0, 0, 1, 0]))
     with pytest.raises(DataCorruptError, match="type code"):
         read_idx(path)
+
+
+def test_a_small_file_that_decompresses_to_far_more_than_its_header_declares_is_refused_early(
+    tmp_path: Path,
+) -> None:
+    """A gzip bomb: 200 MB of zeros after a header declaring 2×2 bytes compress to under 1 MB. It was
+    decompressed whole before the header was checked; now only one byte past the declared length is."""
+    import tracemalloc
+
+    header = bytes([0, 0, 0x08, 2]) + np.asarray((2, 2), dtype=">u4").tobytes()
+    path = tmp_path / "bomb-idx3-ubyte.gz"
+    with gzip.open(path, "wb", compresslevel=9) as out:
+        out.write(header + bytes(4))
+        for _ in range(200):
+            out.write(bytes(1 << 20))
+    assert path.stat().st_size < 1 << 20
+    tracemalloc.start()
+    try:
+        refused = r"\(16 bytes\) but the decompressed file has more than 16 bytes"
+        with pytest.raises(DataCorruptError, match=refused):
+            read_idx(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, f"{peak / 2**20:.0f} MiB held while reading"

@@ -195,6 +195,30 @@ def test_successful_download_goes_to_cwd_data(
     assert not list((isolated_env / "data" / "mnist").glob("*.part"))
 
 
+def test_a_download_that_is_not_the_release_is_removed_and_one_that_is_kept(
+    isolated_env: Path, tmp_path: Path, make_idx_dir: Callable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fashion-MNIST's server is plain HTTP: files altered on the way were kept in ./data and loaded with
+    a warning, and every later run found them there. A fetched copy must now be the release's content."""
+    make_idx_dir(tmp_path / "mirror" / "mnist", seed=7)
+    served = load_dataset(OFFLINE, str(tmp_path / "mirror"))
+    digest = content_digest(RawData(served.train_x, served.train_y, served.test_x, served.test_y))
+
+    def fake(url: str, timeout: float):  # noqa: ANN202 - stands in for urllib.request.urlopen
+        return (tmp_path / "mirror" / "mnist" / url.rsplit("/", 1)[-1]).open("rb")
+
+    monkeypatch.setattr(urllib.request, "urlopen", fake)
+    fetched = isolated_env / "data" / "mnist"
+    monkeypatch.setitem(DATASETS, "mnist", dataclasses.replace(DATASETS["mnist"], release_digest="0" * 64))
+    with pytest.raises(DataNotFoundError, match=r"not the official MNIST release .*they were removed"):
+        load_dataset(DataConfig(dataset="mnist"))
+    assert not fetched.exists() or not any(fetched.iterdir())
+
+    monkeypatch.setitem(DATASETS, "mnist", dataclasses.replace(DATASETS["mnist"], release_digest=digest))
+    ds = load_dataset(DataConfig(dataset="mnist"))
+    assert ds.source == str(fetched) and ds.release is True
+
+
 def test_wrong_sample_count_is_corrupt(
     tmp_path: Path, make_idx_dir: Callable, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -746,3 +746,17 @@ def test_a_repeated_seed_with_other_numbers_says_so(runs, tmp_path):
         make_run(tmp_path / folder, "gas_s7", _scenario("gas", 7), [(0, 0.0, 0.1), (1, 10.0, float("nan"))])
     assert main(["report", str(tmp_path / "nan_a"), str(tmp_path / "nan_b"), "--out", str(out)]) == 0
     assert "counted once\n" in (out / "report.md").read_text()
+
+
+def test_links_back_up_the_tree_are_walked_once(tmp_path):
+    """Three links to the parent in one folder made the walk exponential (it ran for minutes); each run
+    is found once, and a link to a run folder still counts."""
+    root = tmp_path / "received"
+    make_run(root / "a", "seed1", _scenario("gas", 1), [(0, 0.0, 0.1), (1, 10.0, 0.5)])
+    elsewhere = make_run(tmp_path / "mine", "seed2", _scenario("gas", 2), [(0, 0.0, 0.1), (1, 10.0, 0.6)])
+    for name in ("l1", "l2", "l3"):
+        (root / "a" / name).symlink_to(root, target_is_directory=True)
+    (root / "b").symlink_to(elsewhere, target_is_directory=True)
+    found, skipped = find_runs([root])
+    assert sorted(r.path.relative_to(root).as_posix() for r in found) == ["a/seed1", "b"]
+    assert not skipped
