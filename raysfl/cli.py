@@ -431,6 +431,7 @@ def _child_dir(root: Path, name: str) -> Path:
 def _resume_scenario(run_dir: Path, paths: Sequence[Path], overrides: Sequence[str]):  # noqa: ANN202
     """The scenario to resume ``run_dir`` with: the given file, else the one stored with the checkpoints."""
     from raysfl.engine.checkpoint import SCENARIO_FILE, require_checkpoint_dir
+    from raysfl.run_files import printable
     from raysfl.scenario import scenario_from_dict
 
     if len(paths) > 1:
@@ -443,8 +444,19 @@ def _resume_scenario(run_dir: Path, paths: Sequence[Path], overrides: Sequence[s
             f"run --resume {run_dir}: {stored}, the scenario its checkpoints were taken with, is missing; "
             f"give that scenario: `raysfl run SCENARIO --resume {run_dir}`"
         )
+    doc = read_toml(stored)
+    algorithm = doc.get("algorithm")
+    method = str(algorithm.get("name", "")) if isinstance(algorithm, dict) else ""
+    if ":" in method:  # a method outside raysfl: its module is code, run by importing it
+        print(
+            printable(
+                f"raysfl: {stored} names the method {method}: resuming imports the module "
+                f"{method.partition(':')[0]} (from the working directory or PYTHONPATH)"
+            ),
+            file=sys.stderr,
+        )
     try:
-        sc = scenario_from_dict(read_toml(stored), overrides)
+        sc = scenario_from_dict(doc, overrides)
     except ConfigError as err:
         raise ConfigError(err.problems, source=str(stored)) from None
     _draw_devices(sc, str(stored))

@@ -136,3 +136,15 @@ def test_unlinked_removes_only_a_link(tmp_path):
     link = tmp_path / "link"
     link.symlink_to(plain)
     assert not unlinked(link).exists() and plain.read_text() == "x"
+
+
+def test_a_resume_that_imports_a_methods_module_says_so(tmp_path, capsys):
+    """A stored scenario may name a method outside raysfl by its import path; resuming the run imports that
+    module, which is code: the user is told which before it happens."""
+    name = "examples.fedasync_hinge.method:SPEC"
+    full = tmp_path / "full"
+    runner.run(scenario_from_dict(tiny(name)), full, backend="local")
+    received = crash_after(full, tmp_path / "received", "ckpt-000002.pt")
+    assert main(["run", "--resume", str(received), "--backend", "local"]) == 0
+    err = capsys.readouterr().err
+    assert f"names the method {name}: resuming imports the module examples.fedasync_hinge.method" in err
