@@ -66,20 +66,38 @@ def load_run(path: str | Path) -> RunRecord:
     summary, config = read_summary(p, SUMMARY_KEYS), read_config(p)
     rows = read_metrics(p, (*METRIC_COLUMNS, "accuracy"))
     curve = [(float(r["t"]), float(r["accuracy"])) for r in rows if r.get("accuracy") is not None]
+    reference = config.get("reference", {})
+    if not isinstance(reference, dict):
+        raise RunDirError(f"{p / 'config.toml'}: damaged or not raysfl's ([reference] is not a table)")
     return RunRecord(
         path=p,
-        scenario=summary["scenario"],
-        algorithm=summary["algorithm"],
-        dataset=summary["dataset"],
-        final_accuracy=summary["final_accuracy"],
-        best_accuracy=summary["best_accuracy"],
-        emulated_s=float(summary["emulated_s"]),
-        bytes_up=int(summary["bytes_up"]),
-        bytes_down=int(summary["bytes_down"]),
+        scenario=str(summary["scenario"]),
+        algorithm=str(summary["algorithm"]),
+        dataset=str(summary["dataset"]),
+        final_accuracy=_maybe_number(summary, "final_accuracy", p),
+        best_accuracy=_maybe_number(summary, "best_accuracy", p),
+        emulated_s=_number(summary, "emulated_s", p),
+        bytes_up=int(_number(summary, "bytes_up", p)),
+        bytes_down=int(_number(summary, "bytes_down", p)),
         curve=curve,
-        reference=dict(config.get("reference", {})),
+        reference=dict(reference),
         interrupted=bool(summary.get("interrupted", False)),
     )
+
+
+def _number(summary: dict[str, Any], key: str, run_dir: Path) -> float:
+    """``summary[key]`` as a float; a value of another type names the damaged file."""
+    value = summary[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RunDirError(
+            f"{run_dir / 'summary.json'}: damaged or not raysfl's ({key} is {value!r}, not a number)"
+        )
+    return float(value)
+
+
+def _maybe_number(summary: dict[str, Any], key: str, run_dir: Path) -> float | None:
+    """``summary[key]`` as a float, or ``None`` where the run has none (no evaluation finished)."""
+    return None if summary[key] is None else _number(summary, key, run_dir)
 
 
 def time_to_accuracy(curve: list[tuple[float, float]], target: float) -> float | None:
