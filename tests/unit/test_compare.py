@@ -186,7 +186,11 @@ def test_damaged_runs_and_folders_without_runs_are_named(tmp_path, capsys):
             lambda p: p.write_text(p.read_text().replace('"bytes_up": ', '"bytes_up": "zz", "was": ')),
             "damaged or not raysfl's (bytes_up is 'zz', not a number)",
         ),
-        ("config.toml", lambda p: p.write_text('reference = "x"\n'), "not raysfl's ([reference] is not a"),
+        (
+            "config.toml",
+            lambda p: p.write_text('reference = "x"\n'),
+            "damaged or not raysfl's ([reference] is not a table)",
+        ),
     ):
         copy = tmp_path / f"damaged-{name}"
         shutil.rmtree(copy, ignore_errors=True)
