@@ -93,7 +93,13 @@ class EventLog:
         from raysfl.engine.checkpoint import CheckpointError
 
         listed = [self.path.parent / s for s in segments or []]
+        checkpoints = (self.path.parent / "checkpoints").resolve()
         for segment in listed:
+            if not segment.resolve().is_relative_to(checkpoints):
+                raise CheckpointError(  # a received run's checkpoint must not pull other files into its log
+                    f"the checkpoint lists the event log segment {segment}, outside the run's checkpoints/ "
+                    "folder; the checkpoint is damaged or not raysfl's"
+                )
             try:
                 schema = pq.read_schema(str(segment))
             except (OSError, ValueError, pa.ArrowException) as err:

@@ -7,6 +7,7 @@ delete.
 """
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -18,13 +19,17 @@ from raysfl.scenario import scenario_from_dict
 from tests.unit.engine.test_checkpoint_resume import crash_after, rows, tiny
 
 
+def _fedavg_with_tensorboard():
+    doc = tiny("fedavg")
+    doc["metrics"]["tensorboard"] = True
+    return scenario_from_dict(doc)
+
+
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> Path:
     """A finished FedAvg run with checkpoints at iterations 2 and 4, and TensorBoard logs."""
-    doc = tiny("fedavg")
-    doc["metrics"]["tensorboard"] = True
     out = tmp_path_factory.mktemp("linked") / "full"
-    runner.run(scenario_from_dict(doc), out, backend="local")
+    runner.run(_fedavg_with_tensorboard(), out, backend="local")
     return out
 
 
@@ -148,3 +153,21 @@ def test_a_resume_that_imports_a_methods_module_says_so(tmp_path, capsys):
     assert main(["run", "--resume", str(received), "--backend", "local"]) == 0
     err = capsys.readouterr().err
     assert f"names the method {name}: resuming imports the module examples.fedasync_hinge.method" in err
+
+
+def test_a_checkpoint_listing_an_event_segment_outside_its_folder_is_refused(finished, tmp_path):
+    """A received run's checkpoint names the event log segments the resume joins into events.parquet; one
+    naming another file on the machine (../../elsewhere.parquet) would copy that file into the run folder."""
+    from raysfl.engine.checkpoint import CheckpointError
+    from raysfl.engine.snapshot import load_tree, save_tree
+
+    received = crash_after(finished, tmp_path / "received", "ckpt-000002.pt")
+    other = tmp_path / "elsewhere.parquet"
+    shutil.copy(received / "checkpoints" / "events-000002.parquet", other)  # a readable Parquet file
+    ck = received / "checkpoints" / "ckpt-000002.pt"
+    tree = load_tree(ck)
+    segments = tree["sinks"]["items"][0][1]["items"]
+    segments[:] = ["../elsewhere.parquet"]
+    save_tree(tree, ck)
+    with pytest.raises(CheckpointError, match=r"lists the event log segment .*elsewhere.parquet, outside"):
+        runner.run(_fedavg_with_tensorboard(), received, backend="local", resume=True)
