@@ -568,7 +568,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         trial_cpus=args.trial_cpus,
     )
-    return print_outcome(result, args.sweep, args.trial_cpus, address)
+    return print_outcome(result, args.sweep, args.trial_cpus, address, args.data_dir, args.max_concurrent)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -94,7 +94,7 @@ def dry_run_text(
     """
     rows = plan(sweep, cluster, trial_cpus, nodes)
     fits = [int(cluster.get("CPU", 0) / r.cpus + 1e-6) if r.cpus else 0 for _, _, r in rows]
-    at_once = max(1, min(fits)) if fits else 0
+    at_once = min(max(1, min(fits)), len(rows)) if fits else 0
     if max_concurrent:
         at_once = min(at_once, max_concurrent)
     gpus = f", {cluster.get('GPU', 0):g} GPU" if cluster.get("GPU") else ""
@@ -132,17 +132,28 @@ def _plan_doc(sweep: Sweep, rows: list[tuple[str, dict[str, Any], TrialResources
     }
 
 
-def check_out(out: Path, resume: bool) -> None:
+def check_out(out: Path, resume: bool, trials: Sequence[str] = ()) -> None:
     """Refuse an ``--out`` that holds a sweep (without ``resume``) or none to resume (with it).
 
     Needs no Ray, so a wrong ``--out`` is refused before Ray starts.
 
     ``--resume`` accepts an empty ``out`` (a sweep stopped before it wrote anything), but not a path that
-    does not exist: a mistyped ``--out`` would otherwise run the whole sweep again.
+    does not exist: a mistyped ``--out`` would otherwise run the whole sweep again. A new sweep is refused
+    where a folder of one of its ``trials`` exists already: it would take that folder's run for the trial,
+    or start it over there.
 
     Raises:
         SweepStateError: naming ``out`` and what to do instead.
     """
+    if out.exists() and not out.is_dir():
+        raise SweepStateError(f"--out {out} is a file, not a directory; choose another --out")
+    taken = [name for name in trials if (out / name).exists()]
+    if not resume and taken and not (out / SWEEP_STATUS).is_file():
+        raise SweepStateError(
+            f"{out} already holds folders named as this sweep's trials ({', '.join(taken[:4])}"
+            + (", ..." if len(taken) > 4 else "")
+            + "); nothing was changed in it. Choose another --out (the default is a new folder under runs/)."
+        )
     if not (out / SWEEP_STATUS).is_file():
         if resume and not out.exists():
             raise SweepStateError(
@@ -180,19 +191,18 @@ def _check_same_sweep(out: Path, plan_doc: dict[str, Any]) -> None:
 def _same_trial(old: dict[str, Any], new: dict[str, Any], run_dir: Path) -> bool:
     """Whether a trial recorded in ``sweep.json`` (``old``) is the planned trial ``new``.
 
-    Equal fingerprints; else (a raysfl that added or renamed options since) the recorded scenario, or the
-    one the trial's run stored in its ``config.toml``, resolved again by today's schema
-    (:func:`raysfl.engine.checkpoint.same_scenario`); a trial of an older ``sweep.json`` that never started
-    has neither, and counts as the same when the sweep file sets the same values for it.
+    The recorded scenario, or the one the trial's run stored in its ``config.toml``, is the planned one
+    (:func:`raysfl.sweep.trial.same_trial_scenario`: the same results and the same setting, in today's
+    schema); a trial of an older ``sweep.json`` that never started has neither, and counts as the same when
+    its fingerprint or the values the sweep file sets for it are.
     """
-    from raysfl.engine.checkpoint import same_scenario
-    from raysfl.sweep.trial import stored_scenario
+    from raysfl.sweep.trial import same_trial_scenario, stored_scenario
 
-    if old.get("fingerprint") == new["fingerprint"]:
-        return True
     recorded = old.get("scenario") or stored_scenario(run_dir)
     if recorded is not None:
-        return same_scenario(recorded, new["scenario"])
+        return same_trial_scenario(recorded, new["scenario"])
+    if old.get("fingerprint") == new["fingerprint"]:
+        return True
     return old.get("set") == json.loads(json.dumps(new["set"]))
 
 
@@ -217,14 +227,31 @@ def _root_cause(err: BaseException) -> str:
     return f"{type(seen).__name__}: {text}" if text else type(seen).__name__
 
 
-def _trial_status(out: Path, name: str) -> str:
-    """``finished`` when the trial's ``summary.json`` says it ended; else ``unfinished`` (or damaged)."""
-    return "finished" if finished_summary(out / name) is not None else "unfinished"
+def _trial_status(out: Path, name: str, planned: dict[str, Any] | None = None) -> str:
+    """``finished`` when the trial's ``summary.json`` says it ended; else ``unfinished``.
+
+    With the ``planned`` scenario, a finished run of another scenario is ``unfinished`` too: the trial, run
+    again, fails naming the difference (a damaged summary is unfinished as well).
+    """
+    from raysfl.sweep.trial import same_trial_scenario, stored_scenario
+
+    if finished_summary(out / name) is None:
+        return "unfinished"
+    if planned is None or (stored := stored_scenario(out / name)) is None:
+        return "finished"
+    return "finished" if same_trial_scenario(stored, planned) else "unfinished"
 
 
-def trials_to_run(names: list[str], out: Path, resume: bool) -> list[str]:
-    """The trials a run of the sweep starts, in the plan's order: all, or (``resume``) the unfinished ones."""
-    return [n for n in names if not resume or _trial_status(out, n) != "finished"]
+def trials_to_run(
+    names: list[str], out: Path, resume: bool, planned: dict[str, dict[str, Any]] | None = None
+) -> list[str]:
+    """The trials a run of the sweep starts, in the plan's order: all, or (``resume``) the unfinished ones.
+
+    ``planned``: each trial's scenario; a finished run of another scenario in a trial's folder is no
+    finished trial (run again, the trial fails naming the difference).
+    """
+    scenarios = planned or {}
+    return [n for n in names if not resume or _trial_status(out, n, scenarios.get(n)) != "finished"]
 
 
 class StatusFile:
@@ -242,7 +269,8 @@ class StatusFile:
         self._finished: set[str] = set()
 
     def _status(self, name: str) -> str:
-        if name not in self._finished and _trial_status(self.out, name) == "finished":
+        planned = self.plan_doc["trials"].get(name, {}).get("scenario")
+        if name not in self._finished and _trial_status(self.out, name, planned) == "finished":
             self._finished.add(name)
         return "finished" if name in self._finished else "unfinished"
 
@@ -290,7 +318,7 @@ def run_sweep(
     from raysfl.sweep.trial import run_trial
 
     out = out.resolve()
-    check_out(out, resume)
+    check_out(out, resume, [t.name for t in sweep.trials])
     ensure_ray(address)
     cluster = {k: float(v) for k, v in ray.cluster_resources().items()}
     rows = plan(sweep, cluster, trial_cpus, alive_nodes())
@@ -300,13 +328,14 @@ def run_sweep(
     out.mkdir(parents=True, exist_ok=True)
     status = StatusFile(out, plan_doc)
     status.write()
-    resolved_data = data_dir or os.environ.get("RAYSFL_DATA")
+    data_env = os.environ.get("RAYSFL_DATA")
     tasks = {
         t.name: TrialTask(
             name=t.name,
             scenario=_finite(scenario_to_dict(t.scenario)),
             out_dir=str(out / t.name),
-            data_dir=str(Path(resolved_data).resolve()) if resolved_data else None,
+            data_dir=str(Path(data_dir).resolve()) if data_dir else None,
+            data_env=str(Path(data_env).resolve()) if data_env else None,
             cwd=os.getcwd(),
         )
         for t in sweep.trials
@@ -318,7 +347,8 @@ def run_sweep(
 
     trainable = tune.with_resources(tune.with_parameters(run_trial, tasks=tasks), resources)
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")  # no Tune TensorBoard files beside ours
-    todo = trials_to_run([t.name for t in sweep.trials], out, resume)
+    planned = {name: entry["scenario"] for name, entry in plan_doc["trials"].items()}
+    todo = trials_to_run([t.name for t in sweep.trials], out, resume, planned)
     if not todo:
         return status.write()
     grid = _new_tuner(trainable, todo, out, max_concurrent, verbose, _status_keeper(status)).fit()
@@ -397,12 +427,17 @@ def _new_tuner(
 
 
 def print_outcome(
-    result: SweepResult, sweep_path: str, trial_cpus: float | None = None, address: str | None = None
+    result: SweepResult,
+    sweep_path: str,
+    trial_cpus: float | None = None,
+    address: str | None = None,
+    data_dir: str | None = None,
+    max_concurrent: int | None = None,
 ) -> int:
     """Print what became of the trials; the exit status (0 all finished, 1 some failed, 130 unfinished).
 
-    The command it suggests for unfinished trials repeats ``--trial-cpus`` and ``--address`` when the sweep
-    was given them.
+    The command it suggests for unfinished trials repeats ``--trial-cpus``, ``--max-concurrent``,
+    ``--data-dir`` and ``--address`` when the sweep was given them.
     """
     print(f"sweep: {len(result.finished)} trial(s) finished, outputs in {result.out}")
     for name, error in result.failed.items():
@@ -418,6 +453,8 @@ def print_outcome(
             f"sweep: {len(result.unfinished)} trial(s) unfinished: {', '.join(result.unfinished)}; "
             f"continue with `raysfl sweep {sweep_path} --out {result.out} --resume"
             + (f" --trial-cpus {trial_cpus:g}" if trial_cpus is not None else "")
+            + (f" --max-concurrent {max_concurrent}" if max_concurrent else "")
+            + (f" --data-dir {data_dir}" if data_dir else "")
             + (f" --address {address}`" if address else "`"),
             file=sys.stderr,
         )

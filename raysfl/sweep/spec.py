@@ -49,6 +49,7 @@ from raysfl.scenario import Scenario, resolve_trace_file, scenario_from_dict
 
 TOP_LEVEL_KEYS = ("base", "name", "description", "set", "grid", "link")
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+RESERVED_NAME = "report"  # `raysfl report OUT` writes into OUT/report/ by default
 _MAX_NAME = 120
 
 
@@ -265,8 +266,21 @@ def load_sweep(path: str | Path) -> Sweep:
         for key in axis.keys:
             if key in seen:
                 problems.append(f"{axis.name}: key {key!r} is already swept by axis {seen[key]}")
+            for inner in (k for k in seen if k.startswith(key + ".")):  # applied later, the table replaces it
+                problems.append(
+                    f"{axis.name}: key {key!r} replaces the whole table, so the values axis {seen[inner]} "
+                    f"gives {inner!r} are lost in every trial; sweep {key!r} before {inner!r} (the file's "
+                    "order of [grid] and [link]), or sweep the inner keys only"
+                )
             seen[key] = axis.name
         problems += _repeated_points(axis)
+    for key in settings:
+        swept = [k for k in seen if key == k or key.startswith(k + ".")]
+        if swept:
+            problems.append(
+                f"set.{key}: also swept ({swept[0]!r} by axis {seen[swept[0]]}), which replaces it in every "
+                "trial; remove it from [set] or from the axis"
+            )
     name = raw.get("name", p.name.removesuffix(".toml").removesuffix(".sweep"))  # x.sweep.toml: x
     description = raw.get("description", "")
     if not isinstance(name, str) or not name or _SAFE.search(name):
@@ -337,6 +351,13 @@ def _expand(
     for message, where in failing.items():
         who = "every trial" if len(where) == total and total > 1 else "trial " + ", ".join(where)
         problems.append(f"{who}: {message}")
+    for name in names:
+        if name.startswith(("_", ".")) or name == RESERVED_NAME:
+            problems.append(
+                f"{name}: a trial's name may not start with '_' or '.' or be {RESERVED_NAME!r} (the sweep's "
+                f"folder holds Ray Tune's _tune/ and a report's {RESERVED_NAME}/ beside the trials, and "
+                "reports skip such folders); change the label or value that names it"
+            )
     dups = sorted(n for n, c in names.items() if c > 1)
     if dups:
         problems += _name_collisions(axes) or [

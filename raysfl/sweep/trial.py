@@ -34,8 +34,9 @@ class TrialTask:
     name: str
     scenario: dict[str, Any]  # the resolved scenario (scenario_to_dict)
     out_dir: str  # absolute
-    data_dir: str | None
+    data_dir: str | None  # the sweep's --data-dir, absolute
     cwd: str  # the sweep driver's working directory (relative data paths resolve against it)
+    data_env: str | None = None  # the driver's $RAYSFL_DATA, absolute: the trial's, as it is the driver's
 
 
 class TuneSink:
@@ -88,20 +89,42 @@ def stored_scenario(out: Path) -> dict[str, Any] | None:
     return doc
 
 
+def same_trial_scenario(stored: dict[str, Any], planned: dict[str, Any]) -> bool:
+    """Whether a run's stored scenario is the planned trial's: the same results and the same setting.
+
+    The checkpoint fingerprint (:func:`raysfl.engine.checkpoint.same_scenario`) leaves out engine options
+    a resumed run may change (another machine's threads, a GPU); a sweep's trial is also defined by the
+    options a report groups by (``engine.clock``, ``engine.memory_format``, thread counts, ...; all but
+    :data:`raysfl.report.runs.IGNORED`) and its seed.
+    """
+    from raysfl.engine.checkpoint import same_scenario
+
+    return same_scenario(stored, planned) and not setting_differences(stored, planned)
+
+
+def setting_differences(stored: dict[str, Any], planned: dict[str, Any]) -> list[str]:
+    """The keys a report groups by, and the seed, in which ``stored`` (as now read) and ``planned`` differ."""
+    from raysfl.engine.checkpoint import current_form
+    from raysfl.report.runs import IGNORED, differing_fields
+
+    return differing_fields([current_form(stored) or stored, planned], [k for k in IGNORED if k != "seed"])
+
+
 def trial_state(out: Path, scenario_doc: dict[str, Any]) -> str:
     """``"new"``, ``"finished"``, ``"checkpointed"`` or ``"partial"`` (module docstring).
 
     Raises:
         TrialDirError: ``out`` holds a finished run or checkpoints of another scenario.
     """
-    from raysfl.engine.checkpoint import checkpoint_files, differences, finished_summary, same_scenario
+    from raysfl.engine.checkpoint import checkpoint_files, differences, finished_summary
 
     if not out.exists():
         return "new"
     stored = stored_scenario(out)
     has_results = (out / "summary.json").is_file() or checkpoint_files(out / "checkpoints")
-    if stored is not None and has_results and not same_scenario(stored, scenario_doc):
-        diff = "; ".join(differences(stored, scenario_doc)[:4])
+    if stored is not None and has_results and not same_trial_scenario(stored, scenario_doc):
+        found = differences(stored, scenario_doc) or setting_differences(stored, scenario_doc)
+        diff = "; ".join(found[:4])
         raise TrialDirError(
             f"{out} holds a run of another scenario ({diff}); nothing was changed in it. Use another --out "
             "for this sweep, or remove that directory."
@@ -122,6 +145,8 @@ def run_trial(config: dict[str, Any], tasks: dict[str, TrialTask]) -> None:
     task = tasks[config["trial"]]
     if os.path.isdir(task.cwd):
         os.chdir(task.cwd)
+    if task.data_env:  # a worker on another node may not have the driver's environment
+        os.environ["RAYSFL_DATA"] = task.data_env
     out = Path(task.out_dir)
     state = trial_state(out, task.scenario)
     if state == "finished":

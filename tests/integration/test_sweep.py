@@ -145,22 +145,6 @@ def test_a_sweep_in_a_used_directory_is_refused(ray_session, sweep_file, swept, 
     )
 
 
-def test_a_trial_folder_holding_other_files_keeps_them(ray_session, sweep_file, tmp_path):
-    """A trial's folder left without a summary or checkpoint is started over: only raysfl's own outputs
-    go (the whole folder was deleted, with whatever else the user kept in it)."""
-    sweep = tmp_path / "one.sweep.toml"
-    sweep.write_text(f'base = "{sweep_file.parent / "tiny.toml"}"\n[grid]\nseed = [1]\n')
-    out = tmp_path / "out"
-    trial = out / load_sweep(sweep).trials[0].name
-    trial.mkdir(parents=True)
-    (trial / "notes.txt").write_text("the user's own file")
-    (trial / "metrics.parquet").write_text("a partial run's output")
-    result = run_sweep(load_sweep(sweep), out, verbose=0)
-    assert result.finished == [trial.name]
-    assert (trial / "notes.txt").read_text() == "the user's own file"
-    assert pq.read_table(trial / "metrics.parquet").num_rows == 4  # the trial's own, iterations 0-3
-
-
 def _spawn(argv: list[str], log: Path) -> subprocess.Popen:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     return subprocess.Popen(
@@ -230,6 +214,14 @@ def test_a_failing_trial_is_recorded_and_the_others_go_on(ray_session, sweep_fil
     assert "skipped" in capsys.readouterr().err
     text = (tmp_path / "rep" / "report.md").read_text()
     assert "max_restarts0`: failed: RunFailedError" in text
+    # --resume starts a failed trial without checkpoints over: only raysfl's own outputs go (the whole
+    # folder was deleted, with whatever else the user had put in it)
+    failed = out / "max_restarts0"
+    (failed / "notes.txt").write_text("the user's own file")
+    before = (failed / "config.toml").stat().st_mtime_ns
+    assert main(["sweep", str(sweep), "--out", str(out), "--resume"]) == 1  # the pool is killed again
+    assert (failed / "notes.txt").read_text() == "the user's own file"
+    assert (failed / "config.toml").stat().st_mtime_ns != before  # the trial ran again
 
 
 def test_a_failure_is_in_sweep_json_while_the_sweep_goes_on(sweep_file, tmp_path):

@@ -245,14 +245,16 @@ def test_trial_cpus_scales_every_bundle_to_that_total_and_packs_more_trials(tmp_
     # the dry run on a 2-CPU machine: one trial at a time by default, two with --trial-cpus 1
     monkeypatch.setattr("raysfl.sweep.execute.local_resources", lambda: {"CPU": 2.0, "GPU": 0.0})
     path = _write(tmp_path, GOOD.replace("[set]", '[set]\n"engine.server_threads" = 1'), "one.toml")
-    for extra, at_once in (([], 1), (["--trial-cpus", "1"], 2)):
+    for extra, at_once in (([], 1), (["--trial-cpus", "1"], 2), (["--trial-cpus", "0.01"], 12)):
         assert main(["sweep", str(path), "--dry-run", "--out", str(tmp_path / "o"), *extra]) == 0
-        assert f"at most {at_once} trial(s) at a time" in capsys.readouterr().out
+        assert f"at most {at_once} trial(s) at a time" in capsys.readouterr().out  # never more than it has
     unfinished = SweepResult(tmp_path / "o", finished=[], failed={}, unfinished=["gas_seed1"])
     assert print_outcome(unfinished, "s.toml", 1.0) == 130
     assert "--out " + str(tmp_path / "o") + " --resume --trial-cpus 1`" in capsys.readouterr().err
     assert print_outcome(unfinished, "s.toml", 1.0, "10.0.0.5:6379") == 130  # a cluster's sweep: on it again
     assert " --resume --trial-cpus 1 --address 10.0.0.5:6379`" in capsys.readouterr().err
+    assert print_outcome(unfinished, "s.toml", None, None, "/data", 3) == 130  # where it found its data
+    assert " --resume --max-concurrent 3 --data-dir /data`" in capsys.readouterr().err
     for bad in ("0", "-1", "nan", "inf"):
         assert main(["sweep", str(path), "--dry-run", "--trial-cpus", bad]) == 2
         err = capsys.readouterr().err
@@ -315,9 +317,9 @@ def test_the_status_file_reads_a_finished_trials_summary_once(tmp_path, monkeypa
     reads: dict[str, int] = dict.fromkeys(names, 0)
     real = execute._trial_status
 
-    def counted(out: Path, name: str) -> str:
+    def counted(out: Path, name: str, planned=None) -> str:  # noqa: ANN001
         reads[name] += (out / name / "summary.json").is_file()
-        return real(out, name)
+        return real(out, name, planned)
 
     monkeypatch.setattr(execute, "_trial_status", counted)
     status = execute.StatusFile(tmp_path, {"trials": {n: {} for n in names}})
@@ -397,6 +399,106 @@ def test_the_output_directory_is_checked_before_ray_starts(tmp_path, capsys, mon
     (used / SWEEP_STATUS).write_text("{}")
     assert main(["sweep", str(sweep), "--out", str(used)]) == 2
     assert f"{used} already holds a sweep" in capsys.readouterr().err
+    # a new sweep into a folder holding one of its trials' folders (it took a run there as the trial's, or
+    # deleted the folder with the user's files in it); a file as --out
+    mine = tmp_path / "mine"
+    (mine / "gas_seed2_lr0.05").mkdir(parents=True)
+    (mine / "gas_seed2_lr0.05" / "notes.txt").write_text("the user's")
+    (mine / "unrelated").mkdir()
+    assert main(["sweep", str(sweep), "--out", str(mine)]) == 2
+    err = capsys.readouterr().err
+    assert f"{mine} already holds folders named as this sweep's trials (gas_seed2_lr0.05)" in err
+    assert (mine / "gas_seed2_lr0.05" / "notes.txt").read_text() == "the user's"
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for resume in ([], ["--resume"]):
+        assert main(["sweep", str(sweep), "--out", str(afile), *resume]) == 2
+        assert f"--out {afile} is a file, not a directory" in capsys.readouterr().err
+
+
+def test_a_finished_run_of_another_scenario_is_no_finished_trial(tmp_path):
+    """A trial folder whose finished run is of another scenario (another train.local_iterations) was
+    counted finished: never run, 'finished' in sweep.json, exit 0. Run again, the trial names the
+    difference."""
+    import json
+
+    from raysfl.config import dumps_toml
+    from raysfl.engine.runner import _finite
+    from raysfl.scenario import scenario_to_dict
+    from raysfl.sweep.execute import trials_to_run
+
+    trials = load_sweep(_write(tmp_path, GOOD)).trials[:2]
+    planned = {t.name: _finite(scenario_to_dict(t.scenario)) for t in trials}
+    out = tmp_path / "out"
+    for trial in trials:
+        doc = json.loads(json.dumps(planned[trial.name]))
+        if trial is trials[1]:
+            doc["train"]["local_iterations"] = 4
+        (out / trial.name).mkdir(parents=True)
+        (out / trial.name / "config.toml").write_text(dumps_toml(doc))
+        (out / trial.name / "summary.json").write_text(json.dumps({"interrupted": False}))
+    names = [t.name for t in trials]
+    assert trials_to_run(names, out, resume=True, planned=planned) == [trials[1].name]
+
+
+def test_resume_refuses_a_sweep_file_that_changed_an_option_a_report_groups_by(tmp_path):
+    """The checkpoint fingerprint leaves out engine options a resumed run may change; a sweep's trial is also
+    its clock, memory format and threads (a report splits runs by them). --resume accepted a sweep file that
+    changed engine.clock: half the trials ran on each clock, and sweep.json recorded the new one for all."""
+    import json
+
+    from raysfl.engine.checkpoint import fingerprint
+    from raysfl.engine.runner import _finite
+    from raysfl.scenario import scenario_to_dict
+    from raysfl.sweep.execute import _same_trial
+
+    trial = load_sweep(_write(tmp_path, GOOD)).trials[0]
+    doc = _finite(scenario_to_dict(trial.scenario))
+    recorded = {"scenario": doc, "fingerprint": fingerprint(doc)}
+    for key, value in (("clock", "realtime"), ("memory_format", "channels_last"), ("torch_threads", 2)):
+        changed = json.loads(json.dumps(doc))
+        changed["engine"][key] = value
+        assert fingerprint(changed) == fingerprint(doc)  # what the checkpoint check compares
+        assert not _same_trial(recorded, {"scenario": changed, "fingerprint": fingerprint(changed)}, tmp_path)
+    moved = json.loads(json.dumps(doc))
+    moved["engine"]["pools"] = 3  # the same numbers on any number of pools
+    assert _same_trial(recorded, {"scenario": moved, "fingerprint": fingerprint(moved)}, tmp_path)
+
+
+def test_an_axis_or_a_setting_that_another_axis_overrides_is_a_problem(tmp_path):
+    """A [grid] key inside a table a later [link] axis replaces gave trials of other names and the same
+    scenario; a [set] key an axis sweeps was listed as set on every trial and set on none."""
+    link = (
+        '[link.method]\nlabel = ["qs4", "qs2"]\n"algorithm.name" = ["gas", "gas"]\n'
+        '"algorithm.params" = [{ q_s = 4, q_c = 4 }, { q_s = 2, q_c = 4 }]\n'
+    )
+    grid = '[grid]\nseed = [1, 2, 3]\n"algorithm.params.q_c" = [2, 8]\n'
+    base = 'base = "scen/tiny.toml"\n'
+    with pytest.raises(ConfigError) as err:
+        load_sweep(_write(tmp_path, base + grid + link, "a.toml"))  # the grid first: the link replaces q_c
+    assert (
+        "key 'algorithm.params' replaces the whole table, so the values axis algorithm.params.q_c gives"
+        in (str(err.value))
+    )
+    with pytest.raises(ConfigError) as err:
+        load_sweep(_write(tmp_path, base + "[set]\nseed = 5\n" + link + grid, "b.toml"))
+    assert "set.seed: also swept ('seed' by axis seed)" in str(err.value)
+    # the table first, then a key inside it: the key is applied after the table, as meant
+    sweep = load_sweep(_write(tmp_path, base + link + grid, "c.toml"))
+    assert sorted(
+        {(t.scenario.algorithm.params["q_s"], t.scenario.algorithm.params["q_c"]) for t in sweep.trials}
+    ) == [(2, 2), (2, 8), (4, 2), (4, 8)]
+
+
+@pytest.mark.parametrize("label", ["_tune", "report"])
+def test_a_trial_may_not_take_the_name_of_the_sweeps_own_folders(tmp_path, label):
+    sweep = GOOD.replace("[link.method]", f'[link.method]\nlabel = ["{label}", "b"]').replace(
+        '[grid]\nseed = [1, 2, 3]\n"train.lr" = [0.01, 0.05]\n', ""
+    )
+    with pytest.raises(
+        ConfigError, match=f"{label}: a trial's name may not start with '_' or '.' or be 'report'"
+    ):
+        load_sweep(_write(tmp_path, sweep))
 
 
 def test_a_failed_trial_keeps_its_whole_message_and_the_terminal_shows_its_first_line(tmp_path, capsys):
