@@ -19,6 +19,7 @@ its first seeds). Tune's experiment restore is not used: it starts the pending t
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -351,12 +352,26 @@ def run_sweep(
     todo = trials_to_run([t.name for t in sweep.trials], out, resume, planned)
     if not todo:
         return status.write()
-    grid = _new_tuner(trainable, todo, out, max_concurrent, verbose, _status_keeper(status)).fit()
+    tune_log = logging.getLogger("ray.tune.tune")
+    tune_log.addFilter(_without_tune_restore_advice)
+    try:
+        grid = _new_tuner(trainable, todo, out, max_concurrent, verbose, _status_keeper(status)).fit()
+    finally:
+        tune_log.removeFilter(_without_tune_restore_advice)
     for i in range(len(grid)):
         result = grid[i]
         if result.error is not None and result.config:
             status.failed[result.config["trial"]] = _root_cause(result.error)
     return status.write()
+
+
+def _without_tune_restore_advice(record: logging.LogRecord) -> bool:
+    """Drop Tune's advice on ^C, "Resume experiment with: Tuner.restore(...)".
+
+    A sweep continues with ``raysfl sweep --resume`` (:func:`print_outcome` says so), never with Tune's
+    restore (the module docstring).
+    """
+    return "Tuner.restore(" not in record.getMessage()
 
 
 def _status_keeper(status: StatusFile) -> Any:

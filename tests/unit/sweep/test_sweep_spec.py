@@ -564,3 +564,25 @@ def test_repeated_trial_names_say_which_axis_and_what_to_do(tmp_path, axes, prob
     """The message asked every sweep for link labels, even one whose labels repeat or whose axis is [grid]."""
     problems = _problems(tmp_path, f'base = "scen/tiny.toml"\n{axes}')
     assert any(p.startswith(problem) for p in problems), problems
+
+
+def test_tunes_own_restore_advice_is_not_shown(caplog):
+    """On ^C Tune logged "Resume experiment with: Tuner.restore(...)", which a sweep must not use (it starts
+    pending trials in another order); raysfl's own line says `raysfl sweep ... --resume`."""
+    import logging
+
+    from raysfl.sweep import execute
+
+    tune_log = logging.getLogger("ray.tune.tune")
+    message = "Experiment has been interrupted, but the most recent state was saved.\nResume experiment with:"
+    tune_log.addFilter(execute._without_tune_restore_advice)
+    try:
+        with caplog.at_level(logging.WARNING, logger="ray.tune.tune"):
+            tune_log.warning(message + ' Tuner.restore(path="/x/_tune", trainable=...)')
+            tune_log.warning("Trials did not complete: [a]")
+    finally:
+        tune_log.removeFilter(execute._without_tune_restore_advice)
+    assert [r.getMessage() for r in caplog.records] == ["Trials did not complete: [a]"]
+    import ray.tune.tune
+
+    assert ray.tune.tune.logger is tune_log  # the logger the advice comes from
