@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -42,8 +43,40 @@ def make_server(
     return GASServer(setup, model.client, model.server, test_x, test_y, seed=seed, device=device)
 
 
+FULL_COVARIANCE_WARN_BYTES = 8 << 30
+"""Full covariances (and their factors) larger than this are named in a warning before the run starts."""
+
+
+def full_covariance_bytes(params: GASParams, num_classes: int, activation_numel: int) -> int:
+    """Bytes of eqs. (11)-(12)'s full covariances on the server (0 with ``covariance = "diagonal"``).
+
+    M float32 d×d matrices, and as much again for the sampler's cached Cholesky factors.
+    """
+    if params.covariance != "full" or not params.generate:
+        return 0
+    return 2 * num_classes * activation_numel**2 * 4
+
+
+def warn_of_large_covariances(params: GASParams, num_classes: int, activation_numel: int) -> None:
+    """Warn when the server's full covariances would be large (:func:`full_covariance_bytes`).
+
+    They are allocated at the first activation, in the server, and would fail there (ViT after its first
+    block: d = 33,280, 82.5 GiB).
+    """
+    held = full_covariance_bytes(params, num_classes, activation_numel)
+    if held > FULL_COVARIANCE_WARN_BYTES:
+        warnings.warn(
+            f"algorithm.params.covariance = 'full' at d = {activation_numel:,} (the split's activation) "
+            f"keeps {num_classes} covariances of {activation_numel:,}² float32 values and their factors on "
+            f"the server: up to {held / 2**30:.1f} GiB. covariance = 'diagonal' keeps "
+            f"{2 * num_classes * activation_numel * 8 / 2**20:.1f} MiB",
+            stacklevel=3,
+        )
+
+
 def make_policy(setup: RunSetup, time: Any, profile: Any, rng: np.random.Generator) -> GASPolicy:
-    """The coordinator-side scheduling of GAS."""
+    """The coordinator-side scheduling of GAS (after :func:`warn_of_large_covariances`)."""
+    warn_of_large_covariances(setup.params, setup.num_classes, profile.activation_numel)
     return GASPolicy(setup, time, SplitCosts.from_profile(profile), rng)
 
 

@@ -3,8 +3,9 @@
 The server samples Â from the per-label Gaussians so that the concatenation of real and generated
 activations is less biased towards the labels of fast clients. Two rules decide how many per label:
 
-* ``"equal"`` [P]: "the server adjusts the sampling to ensure that each label has an equal amount of
-  data": every label with statistics is topped up to the count of the most frequent label in the buffer.
+* ``"equal"``, the paper's aim [P]: "the server adjusts the sampling to ensure that each label has an equal
+  amount of data"; read [A] as: every label with statistics is topped up to the count of the most frequent
+  label in the buffer (B̂ up to (M − 1)·max n_y: a buffer of 320 of one label gets 2,880 generated).
 * ``"top-up"`` [C]: every label with statistics is topped up to at least ``B`` samples (specs/gas.md §10.5);
   real activations are never dropped, so B̂ = Σ_y max(0, B − n_y).
 
@@ -43,7 +44,7 @@ def generation_counts(
     Args:
         real_counts: n_y, real activations of each label in the buffer, shape (M,).
         available: which labels have statistics to sample from, bool shape (M,).
-        rule: ``"equal"`` [P] or ``"top-up"`` [C] (module docstring).
+        rule: ``"equal"`` [P]/[A] or ``"top-up"`` [C] (module docstring).
         batch_size: B, the top-up target of the ``"top-up"`` rule.
     """
     real_counts = real_counts.to(torch.int64)

@@ -33,7 +33,9 @@ class GASParams:
         doc="s(n): linear a·n [P], polynomial a·n^b, exponential a·e^(b·n) (GAS §5)",
     )
     weight_a: float = option(1.0, gt=0, doc="a of s(n)")
-    weight_b: float = option(1.0, doc="b of s(n) (polynomial exponent / exponential rate)")
+    weight_b: float = option(
+        1.0, ge=0, doc="b of s(n) (polynomial exponent / exponential rate); ≥ 0, as GAS §5 asks s to increase"
+    )
     progress: str = option(
         "paper",
         choices=("paper", "code"),
@@ -66,7 +68,8 @@ class GASParams:
     generation: str = option(
         "equal",
         choices=("equal", "top-up"),
-        doc="equal = every label gets the same count in A_concat [P]; top-up = each label to ≥ B [C]",
+        doc="equal = every label gets the same count in A_concat ([P] aim; [A] reading: up to the most "
+        "frequent label's count); top-up = each label to ≥ B [C]",
     )
     generation_gate: str = option(
         "any-label",

@@ -160,3 +160,55 @@ def test_an_exponential_weight_that_cannot_fit_is_refused_at_load_time():
     assert scenario_from_dict({**doc, "algorithm": {"name": "gas", "params": diagonal}})
     smaller = {**doc["algorithm"]["params"], "weight_b": 0.5}  # e^50
     assert scenario_from_dict({**doc, "algorithm": {"name": "gas", "params": smaller}})
+
+
+def test_full_covariances_that_cannot_fit_are_named_before_the_run_and_table5_vit_uses_diagonal():
+    """Table 5's ViT GAS scenarios kept full covariances at d = 65·512 = 33,280 after the first block: 10
+    labels' d×d float32 matrices and their factors, 82.5 GiB, allocated in the server at the first
+    activation. The scenarios now use diagonal ones [A], and a run that would hold more than 8 GiB is told
+    before it starts."""
+    import warnings
+    from pathlib import Path
+
+    from raysfl.algorithms.gas import full_covariance_bytes, warn_of_large_covariances
+    from raysfl.config import read_toml
+    from raysfl.models.config import ModelConfig
+    from raysfl.models.flops import profile_split_model
+    from raysfl.models.zoo import build_split_model
+    from raysfl.scenario import scenario_from_dict
+
+    root = Path(__file__).resolve().parents[3] / "scenarios" / "gas" / "table5"
+    for part in ("s2", "a0.1"):
+        sc = scenario_from_dict(read_toml(root / f"cifar10_{part}_vit_small_gas.toml"))
+        assert sc.params.covariance == "diagonal" and sc.train.weight_decay == 5e-4  # App. E "all datasets"
+    with torch.device("meta"):
+        vit = build_split_model(ModelConfig(name="vit_small", split="block1"), 3, 32, 10, 0)
+    d = profile_split_model(vit).activation_numel
+    assert d == 65 * 512
+    full = scenario_from_dict(
+        read_toml(root / "cifar10_s2_vit_small_gas.toml"), ['algorithm.params.covariance="full"']
+    )
+    assert full_covariance_bytes(full.params, 10, d) == 2 * 10 * d * d * 4
+    assert full_covariance_bytes(sc.params, 10, d) == 0
+    with pytest.warns(UserWarning, match=r"covariance = 'full' at d = 33,280 .* up to 82\.5 GiB"):
+        warn_of_large_covariances(full.params, 10, d)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # AlexNet L2 on Fashion-MNIST, d = 3136: 0.7 GiB, no warning
+        warn_of_large_covariances(full.params, 10, 3136)
+        warn_of_large_covariances(sc.params, 10, d)
+
+
+def test_a_decreasing_weighting_is_refused():
+    """GAS §5 asks for an increasing s(n); a negative b made it decrease (older activations weigh more)."""
+    from raysfl.config import ConfigError
+    from raysfl.scenario import scenario_from_dict
+    from tests.scenarios import TINY_GAS
+
+    with pytest.raises(ConfigError, match=r"algorithm.params.weight_b"):
+        scenario_from_dict(
+            TINY_GAS, ['algorithm.params.weighting="polynomial"', "algorithm.params.weight_b=-1"]
+        )
+    constant = scenario_from_dict(
+        TINY_GAS, ['algorithm.params.weighting="polynomial"', "algorithm.params.weight_b=0"]
+    )
+    assert constant.params.weight_b == 0  # s(n) = a: equal weights, an ablation
