@@ -6,7 +6,7 @@ Per client k in round t, with n_k = Σ δ kept activation values out of b_k·A(L
 
     uplink smashed    S^up_k = n_k·ω + b_k·ℓ + S_mask      ℓ = label bytes (int32: 4 [A] spec §2.3);
                                                           S_mask = 0 (seed) or ⌈b_k·A/8⌉ (bitmap)
-    downlink gradient S^dn_k = n_k·ω                       zero at dropped positions, never sent
+    downlink gradient S^dn_k = n_k·ω                       kept entries of ∂F/∂Ã [A] (∂F/∂A = 0 elsewhere)
     aggregation       M_c bytes up and M_c bytes down      only when t mod I = 0 (eq. (14))
 
 The quantized client gradient is used locally and never sent (spec §3.4), so q does not change the bytes.

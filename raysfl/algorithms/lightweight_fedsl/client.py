@@ -216,7 +216,12 @@ class FedSLClient:
         zeros = sum(int((state.params[n] == 0).sum()) for n in self._prunable)
         if zeros >= prune_count(target, total):
             return False
-        scores = {n: importance(state.params[n], g[n], state.masks[n]) for n in self._prunable}
+        # persistent masks rank the masked weights first (nested masks); Alg. 1 literally ranks ℐ alone, so a
+        # weight that regrew since competes again
+        nested = not self.p.literal_regrowth
+        scores = {
+            n: importance(state.params[n], g[n], state.masks[n] if nested else None) for n in self._prunable
+        }
         state.masks = global_masks(scores, target, self.p.prune_scope)
         state.prunings += 1
         return True

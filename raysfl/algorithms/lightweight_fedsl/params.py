@@ -24,7 +24,7 @@ class LightweightFedSLParams:
         0, ge=0, doc="T of ρ_t = ρ_f(1-(1-t/T)^3) (eq. 10); 0 = train.global_iterations [A]"
     )
     prune_scope: str = option(
-        "global", choices=PRUNE_SCOPES, doc="rank |w⊙g| over all client weights [P] §III-C, or per layer [A]"
+        "global", choices=PRUNE_SCOPES, doc="rank |w⊙g| over all client weights [P] §II-A3, or per layer [A]"
     )
     literal_regrowth: bool = option(
         False,

@@ -2,11 +2,11 @@
 
     ρ_t = ρ_f·[1 − (1 − t/T)^3]                          cubic sparsity target, ρ_0 = 0 (eq. (10))
     ℐ_m = |w_m·g_m|                                       first-order Taylor importance, per weight (eq. (9))
-    m   = 0 on the ⌈ρ_t·M_p⌉ least important weights     global ranking over every prunable weight [A]
+    m   = 0 on the ⌈ρ_t·M_p⌉ least important weights     ranked over every prunable weight [P] §II-A3
 
 Prunable weights are conv and linear weight tensors (``dim > 1``); biases and BatchNorm parameters never are.
 Weights already masked rank below every other weight, so masks are nested (pruned weights never come back;
-spec §3.3, Appendix A) unless a caller deliberately drops the mask (``literal_regrowth``).
+spec §3.3, Appendix A); with ``literal_regrowth`` the mask is not passed and ℐ alone ranks them (Alg. 1).
 
 Example:
     >>> round(sparsity_target(1, 10, 0.35), 4), sparsity_target(10, 10, 0.35), sparsity_target(0, 10, 0.35)

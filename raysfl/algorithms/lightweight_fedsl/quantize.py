@@ -64,7 +64,8 @@ def quantize_gradients(
 ) -> list[torch.Tensor]:
     """Q_q of the client-side gradient, one range over all tensors or one per tensor.
 
-    ``global``: the paper's single vector g ∈ R^M [A] (spec §3.4); ``per-tensor``: a range per tensor [A].
+    ``global``: the paper's single vector g ∈ R^M [P] §II-A4 (spec §3.4); ``per-tensor``: a range per tensor
+    [A].
     """
     if bits >= NO_QUANTIZATION_BITS:
         return [g.clone() for g in grads]

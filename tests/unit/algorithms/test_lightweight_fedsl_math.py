@@ -175,6 +175,21 @@ def test_literal_regrowth_lets_pruned_weights_come_back():
     assert any(bool((st.params[n].detach()[pruned[n]] != 0).any()) for n in st.masks)
 
 
+@pytest.mark.parametrize("literal", [False, True])
+def test_a_new_mask_ranks_regrown_weights_by_importance_alone_in_literal_mode(literal):
+    """Alg. 1 l. 14-18 computes the new mask from ℐ = |w⊙g| alone. Literal mode ranked weights masked
+    before first too, so a weight that had regrown to the most important was pruned again."""
+    client, st = _client(LightweightFedSLParams(prune_final=0.5, quant_bits=32, literal_regrowth=literal))
+    name = next(iter(st.masks))
+    w = st.params[name].detach()
+    g = {n: torch.ones_like(st.params[n]) for n in st.masks}
+    st.masks = {n: torch.ones_like(m) for n, m in st.masks.items()}
+    st.masks[name].view(-1)[0] = False  # masked once, then regrew in a round without re-pruning
+    w.view(-1)[0] = 100.0  # now the most important weight by |w⊙g|
+    assert client._maybe_prune(st, g, 0.5)
+    assert bool(st.masks[name].view(-1)[0]) is literal  # kept by its importance only when literal
+
+
 def test_aggregated_model_resets_the_mask_to_its_nonzeros():
     client, st = _client(LightweightFedSLParams(prune_final=0.5))
     w = client.weights(st)
