@@ -342,6 +342,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run one scenario, or a set (directory / glob), on Ray and write each run's outputs."""
     import os
 
+    from raysfl.engine.interrupts import stop_on_sigterm
     from raysfl.engine.runner import check_out_dir, default_out_dir, run
 
     overrides = [a for a in args.targets if _is_override(a)]
@@ -385,6 +386,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for out in outs:  # refuse a used or unwritable --out before running any scenario of the set
         if out is not None:
             check_out_dir(out, resume=bool(args.resume), overwrite=args.overwrite)
+    stop_on_sigterm()  # a scheduler's stop ends the run as Ctrl-C does (again after ray.init)
     for sc, out, path in zip(scenarios, outs, paths, strict=True):
         try:
             summary = run(

@@ -20,6 +20,7 @@ from typing import Any
 import ray
 
 from raysfl.engine import reaper
+from raysfl.engine.interrupts import stop_on_sigterm
 from raysfl.engine.ray_backend import RayDispatcher, remove_reservation
 
 _EMBEDDED: dict[str, Any] = {}  # the local Ray that ensure_ray started: its process marker and watchdog
@@ -68,9 +69,11 @@ def ensure_ray(address: str | None) -> None:
     kwargs: dict[str, Any] = {"logging_level": "WARNING", "log_to_driver": True}
     if not address:
         _start_embedded(kwargs)
+        stop_on_sigterm()  # ray.init installed its own SIGTERM handler (exit 15, no summary)
         return
     try:
         ray.init(address=address, **kwargs)
+        stop_on_sigterm()
     except (ConnectionError, ValueError) as err:  # ValueError: an address Ray cannot parse
         raise ClusterUnreachableError(
             f"could not join the Ray cluster at --address {address}: {str(err).rstrip('. ')}. If no cluster "

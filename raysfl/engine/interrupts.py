@@ -53,3 +53,26 @@ def remembered_interrupts() -> Iterator[InterruptFlag]:
         yield flag
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM (a batch scheduler's or a container's stop) end a run or a sweep as Ctrl-C does.
+
+    The handler calls whatever handles Ctrl-C at that moment (Python's, the coordinator's
+    :func:`remembered_interrupts`, Ray Tune's), so the work stops and what was written is kept: the summary
+    says interrupted, a sweep names its unfinished trials, and the exit status is 130. Where Ctrl-C is
+    ignored (a process started in the background by a non-interactive shell, as batch jobs are), it raises
+    ``KeyboardInterrupt`` itself. Without it SIGTERM killed a local run at once, and Ray's driver handler
+    (installed by ``ray.init``, so this is called again after it) exited with status 15 and a stack dump,
+    writing no summary. Main thread only.
+    """
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _as_ctrl_c)
+
+
+def _as_ctrl_c(signum: int, frame: Any) -> None:
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+    else:  # SIG_IGN (inherited by a background job) or SIG_DFL
+        raise KeyboardInterrupt

@@ -9,6 +9,7 @@ session directory named after the driver (the agents retitle themselves, which b
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -62,13 +63,18 @@ def _processes(driver: int, tag: str) -> dict[int, str]:
     return names
 
 
-def _start(tmp_path: Path) -> tuple[subprocess.Popen, str]:
+def _start(tmp_path: Path, batch_job: bool = False) -> tuple[subprocess.Popen, str]:
+    """``raysfl run`` on an embedded Ray; ``batch_job``: started as a non-interactive shell starts a job in
+    the background (a batch script's `cmd &`), with Ctrl-C ignored."""
     scenario = tmp_path / "s.toml"
     scenario.write_text(SCENARIO)
     tag = f"RAYSFL_TEST_TAG={uuid.uuid4().hex}"
     env = {**os.environ, tag.split("=")[0]: tag.split("=")[1]}
     cmd = [sys.executable, "-m", "raysfl.cli", "run", str(scenario), "--out", str(tmp_path / "run")]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if batch_job else None
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=ignore
+    )
     return proc, tag
 
 
@@ -107,4 +113,23 @@ def test_kill_9_of_the_driver_leaves_no_ray_process(tmp_path):
     _wait_for(proc, tag, "ray::RuntimeEnv")  # the agents are up
     proc.kill()
     proc.communicate(timeout=30)
+    assert _left_after(proc, tag, timeout_s=10) == {}
+
+
+def test_sigterm_ends_a_batch_jobs_run_as_ctrl_c_does(tmp_path):
+    """A scheduler's or a container's stop is SIGTERM, sent to a job whose Ctrl-C is ignored. Ray's driver
+    handler exited with status 15 and a C++ stack dump and wrote no summary; the run now ends as
+    interrupted, keeps its outputs and leaves no Ray process."""
+    proc, tag = _start(tmp_path, batch_job=True)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "run" / "metrics.parquet").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
+        time.sleep(0.2)
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out
+    assert "Traceback" not in out and "SIGTERM received" not in out
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["stop_reason"] == "interrupted"
     assert _left_after(proc, tag, timeout_s=10) == {}

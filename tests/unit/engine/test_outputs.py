@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from raysfl.engine.runner import run
@@ -92,6 +93,37 @@ def test_ctrl_c_ends_cleanly_and_keeps_outputs(tmp_path):
     assert summary["interrupted"] is True and summary["stop_reason"] == "interrupted"
     assert pq.read_table(out / "metrics.parquet").num_rows >= 1
     assert pq.read_table(out / "events.parquet").num_rows > 0
+
+
+@pytest.mark.parametrize("batch_job", [False, True])
+def test_sigterm_ends_a_run_as_ctrl_c_does(tmp_path, batch_job):
+    """SIGTERM (a scheduler's stop) killed a local run at once, without a summary. It now ends the run as
+    Ctrl-C does, whether Ctrl-C is handled or ignored (a background job of a batch script)."""
+    scenario = tmp_path / "long.toml"
+    scenario.write_text(
+        'name = "long"\n[data]\ndataset = "synthetic"\n[model]\nname = "lenet5"\n'
+        "[federation]\nnum_clients = 10\nactive_clients = 3\n[train]\nglobal_iterations = 100000\n"
+        'local_iterations = 2\nbatch_size = 16\n[algorithm]\nname = "fedavg"\n[metrics]\nprogress = false\n'
+    )
+    out = tmp_path / "out"
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if batch_job else None
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "raysfl.cli", "run", str(scenario), "--backend", "local", "--out", str(out)],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=ignore,
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline and not (out / "metrics.parquet").exists():
+        time.sleep(0.2)
+    time.sleep(1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["stop_reason"] == "interrupted"
 
 
 class _SwallowsCtrlC:
