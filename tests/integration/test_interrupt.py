@@ -71,9 +71,15 @@ def _start(tmp_path: Path, batch_job: bool = False) -> tuple[subprocess.Popen, s
     tag = f"RAYSFL_TEST_TAG={uuid.uuid4().hex}"
     env = {**os.environ, tag.split("=")[0]: tag.split("=")[1]}
     cmd = [sys.executable, "-m", "raysfl.cli", "run", str(scenario), "--out", str(tmp_path / "run")]
-    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if batch_job else None
+    # Ctrl-C as at a terminal, even when the tests themselves run in the background (which ignores it)
+    ctrl_c = signal.SIG_IGN if batch_job else signal.SIG_DFL
     proc = subprocess.Popen(
-        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=ignore
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, ctrl_c),
     )
     return proc, tag
 

@@ -80,6 +80,9 @@ def test_ctrl_c_ends_cleanly_and_keeps_outputs(tmp_path):
         cwd=ROOT,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C as at a terminal: a test session started in the background by a non-interactive shell
+        # ignores SIGINT, and its children inherit that (the run went on after the test's SIGINT, a "flake")
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.time() + 120
     while time.time() < deadline and not (out / "metrics.parquet").exists():
@@ -106,13 +109,13 @@ def test_sigterm_ends_a_run_as_ctrl_c_does(tmp_path, batch_job):
         'local_iterations = 2\nbatch_size = 16\n[algorithm]\nname = "fedavg"\n[metrics]\nprogress = false\n'
     )
     out = tmp_path / "out"
-    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if batch_job else None
+    ctrl_c = signal.SIG_IGN if batch_job else signal.SIG_DFL
     proc = subprocess.Popen(
         [sys.executable, "-m", "raysfl.cli", "run", str(scenario), "--backend", "local", "--out", str(out)],
         cwd=ROOT,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=ignore,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, ctrl_c),
     )
     deadline = time.time() + 120
     while time.time() < deadline and not (out / "metrics.parquet").exists():
