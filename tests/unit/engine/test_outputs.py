@@ -65,7 +65,15 @@ def test_an_evaluation_before_any_server_step_has_no_training_loss(tmp_path):
     assert all(p.value > 1.0 for p in points)
 
 
-def test_ctrl_c_ends_cleanly_and_keeps_outputs(tmp_path):
+def _stopped_local_run(
+    tmp_path: Path, sig: int, ctrl_c: signal.Handlers = signal.SIG_DFL
+) -> tuple[Path, str]:
+    """A long local ``raysfl run`` sent ``sig`` once it has evaluated; its folder and stderr.
+
+    ``ctrl_c`` is the SIGINT disposition it starts with: SIG_DFL as at a terminal (a test session started in
+    the background by a non-interactive shell ignores SIGINT, and its children inherit that: the run went
+    on after the test's SIGINT, a "flake"), SIG_IGN as a background job of a batch script.
+    """
     scenario = tmp_path / "long.toml"
     scenario.write_text(
         'name = "long"\n[data]\ndataset = "synthetic"\n[model]\nname = "lenet5"\n'
@@ -80,20 +88,23 @@ def test_ctrl_c_ends_cleanly_and_keeps_outputs(tmp_path):
         cwd=ROOT,
         stderr=subprocess.PIPE,
         text=True,
-        # Ctrl-C as at a terminal: a test session started in the background by a non-interactive shell
-        # ignores SIGINT, and its children inherit that (the run went on after the test's SIGINT, a "flake")
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, ctrl_c),
     )
     deadline = time.time() + 120
     while time.time() < deadline and not (out / "metrics.parquet").exists():
         time.sleep(0.5)
     time.sleep(3)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     summary = json.loads((out / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["stop_reason"] == "interrupted"
+    return out, err
+
+
+def test_ctrl_c_ends_cleanly_and_keeps_outputs(tmp_path):
+    out, _ = _stopped_local_run(tmp_path, signal.SIGINT)
     assert pq.read_table(out / "metrics.parquet").num_rows >= 1
     assert pq.read_table(out / "events.parquet").num_rows > 0
 
@@ -102,31 +113,7 @@ def test_ctrl_c_ends_cleanly_and_keeps_outputs(tmp_path):
 def test_sigterm_ends_a_run_as_ctrl_c_does(tmp_path, batch_job):
     """SIGTERM (a scheduler's stop) killed a local run at once, without a summary. It now ends the run as
     Ctrl-C does, whether Ctrl-C is handled or ignored (a background job of a batch script)."""
-    scenario = tmp_path / "long.toml"
-    scenario.write_text(
-        'name = "long"\n[data]\ndataset = "synthetic"\n[model]\nname = "lenet5"\n'
-        "[federation]\nnum_clients = 10\nactive_clients = 3\n[train]\nglobal_iterations = 100000\n"
-        'local_iterations = 2\nbatch_size = 16\n[algorithm]\nname = "fedavg"\n[metrics]\nprogress = false\n'
-    )
-    out = tmp_path / "out"
-    ctrl_c = signal.SIG_IGN if batch_job else signal.SIG_DFL
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "raysfl.cli", "run", str(scenario), "--backend", "local", "--out", str(out)],
-        cwd=ROOT,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, ctrl_c),
-    )
-    deadline = time.time() + 120
-    while time.time() < deadline and not (out / "metrics.parquet").exists():
-        time.sleep(0.2)
-    time.sleep(1)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    assert "Traceback" not in err
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["interrupted"] is True and summary["stop_reason"] == "interrupted"
+    _stopped_local_run(tmp_path, signal.SIGTERM, signal.SIG_IGN if batch_job else signal.SIG_DFL)
 
 
 class _SwallowsCtrlC:
