@@ -374,6 +374,10 @@ def main(doc: str, default_scenario: str, default_iterations: int, argv: Sequenc
     print(breakdown_table(report))
     print()
     print(flops_table(sc, report, peaks, args.data_dir))
+    if args.backend == "local" and torch.cuda.is_available() and torch.cuda.is_initialized():
+        # The local backend's server runs in this process, so its device's allocator saw the whole run.
+        peak = torch.cuda.max_memory_allocated() / 2**30
+        print(f"\nGPU memory: peak allocated by torch in this process {peak:.2f} GiB")
     if args.json:
         report["peaks"] = peaks
         Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
