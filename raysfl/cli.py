@@ -529,7 +529,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from datetime import datetime
 
     from raysfl.engine.cluster import ensure_ray
-    from raysfl.sweep.execute import dry_run_text, local_resources, print_outcome, run_sweep
+    from raysfl.sweep.execute import (
+        dry_run_text,
+        local_resources,
+        print_interrupted,
+        print_outcome,
+        run_sweep,
+    )
     from raysfl.sweep.spec import load_sweep
 
     path = shipped(args.sweep)
@@ -561,16 +567,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             cluster = local_resources()
         print(dry_run_text(sweep, cluster, out, args.max_concurrent, args.trial_cpus, nodes))
         return 0
-    result = run_sweep(
-        sweep,
-        out,
-        address=address,
-        max_concurrent=args.max_concurrent,
-        resume=args.resume,
-        data_dir=args.data_dir,
-        trial_cpus=args.trial_cpus,
-    )
-    return print_outcome(result, args.sweep, args.trial_cpus, address, args.data_dir, args.max_concurrent)
+    how = (args.sweep, args.trial_cpus, address, args.data_dir, args.max_concurrent)
+    try:
+        result = run_sweep(
+            sweep,
+            out,
+            address=address,
+            max_concurrent=args.max_concurrent,
+            resume=args.resume,
+            data_dir=args.data_dir,
+            trial_cpus=args.trial_cpus,
+        )
+    except KeyboardInterrupt:  # a second Ctrl-C: Tune stops at once, without returning its results
+        return print_interrupted(out, *how)
+    return print_outcome(result, *how)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

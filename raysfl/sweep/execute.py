@@ -464,15 +464,55 @@ def print_outcome(
             file=sys.stderr,
         )
     if result.unfinished:
+        command = resume_command(sweep_path, result.out, trial_cpus, address, data_dir, max_concurrent)
         print(
             f"sweep: {len(result.unfinished)} trial(s) unfinished: {', '.join(result.unfinished)}; "
-            f"continue with `raysfl sweep {sweep_path} --out {result.out} --resume"
-            + (f" --trial-cpus {trial_cpus:g}" if trial_cpus is not None else "")
-            + (f" --max-concurrent {max_concurrent}" if max_concurrent else "")
-            + (f" --data-dir {data_dir}" if data_dir else "")
-            + (f" --address {address}`" if address else "`"),
+            f"continue with `{command}`",
             file=sys.stderr,
         )
     if result.failed:
         return 1
     return 130 if result.unfinished else 0
+
+
+def resume_command(
+    sweep_path: str,
+    out: Path,
+    trial_cpus: float | None = None,
+    address: str | None = None,
+    data_dir: str | None = None,
+    max_concurrent: int | None = None,
+) -> str:
+    """The command that continues the sweep in ``out``, with the options that change where or how it runs."""
+    return (
+        f"raysfl sweep {sweep_path} --out {out} --resume"
+        + (f" --trial-cpus {trial_cpus:g}" if trial_cpus is not None else "")
+        + (f" --max-concurrent {max_concurrent}" if max_concurrent else "")
+        + (f" --data-dir {data_dir}" if data_dir else "")
+        + (f" --address {address}" if address else "")
+    )
+
+
+def print_interrupted(
+    out: Path,
+    sweep_path: str,
+    trial_cpus: float | None = None,
+    address: str | None = None,
+    data_dir: str | None = None,
+    max_concurrent: int | None = None,
+) -> int:
+    """After a Ctrl-C that ended the sweep at once (a second one, while Tune saved its state): what to do.
+
+    Each trial is an ordinary run with its own checkpoints, so ``--resume`` continues from them whatever Tune
+    saved. Without a ``sweep.json`` in ``out`` the sweep had not started its trials: nothing to continue.
+    """
+    if not (out / SWEEP_STATUS).is_file():
+        print("sweep: interrupted before any trial started", file=sys.stderr)
+        return 130
+    command = resume_command(sweep_path, out.resolve(), trial_cpus, address, data_dir, max_concurrent)
+    print(
+        f"sweep: interrupted; finished trials and the others' checkpoints are kept in {out.resolve()}; "
+        f"continue with `{command}`",
+        file=sys.stderr,
+    )
+    return 130

@@ -187,6 +187,40 @@ def test_a_sigkilled_sweep_resumes_without_rerunning_finished_trials(sweep_file,
         assert _rows(out / trial / "metrics.parquet") == _rows(swept / trial / "metrics.parquet"), trial
 
 
+def test_a_second_ctrl_c_still_says_how_to_resume(sweep_file, tmp_path):
+    """The first Ctrl-C asks Tune to save its state; a second ends it at once, and the sweep says so.
+
+    Before, the second one reached the command line's catch-all and printed only "interrupted". The child
+    gets the terminal's SIGINT (a background test session ignores it, and children inherit that).
+    """
+    out = tmp_path / "out"
+    log = tmp_path / "sweep.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "raysfl.cli", "sweep", str(sweep_file), "--out", str(out)],
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.monotonic() + 240
+    try:
+        while _recorded_status(out, TRIALS[0]) != "finished":
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "sweep.json did not record the first trial's end in time"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 130, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert f"continue with `raysfl sweep {sweep_file} --out {out} --resume`" in text, text[-3000:]
+    assert "raysfl: interrupted" not in text
+
+
 def _faulty_sweep(sweep_file: Path, tmp_path: Path, settings: str, restarts: str) -> Path:
     """A sweep of the tiny scenario whose pool 0 is killed (``settings``), over ``engine.max_restarts``."""
     sweep = tmp_path / "faulty.sweep.toml"

@@ -6,7 +6,7 @@ import pytest
 
 from raysfl.cli import main
 from raysfl.config import ConfigError
-from raysfl.sweep.execute import SweepResult, print_outcome
+from raysfl.sweep.execute import SweepResult, print_interrupted, print_outcome
 from raysfl.sweep.resources import trial_resources
 from raysfl.sweep.spec import load_sweep, set_dotted
 
@@ -255,6 +255,13 @@ def test_trial_cpus_scales_every_bundle_to_that_total_and_packs_more_trials(tmp_
     assert " --resume --trial-cpus 1 --address 10.0.0.5:6379`" in capsys.readouterr().err
     assert print_outcome(unfinished, "s.toml", None, None, "/data", 3) == 130  # where it found its data
     assert " --resume --max-concurrent 3 --data-dir /data`" in capsys.readouterr().err
+    # a second Ctrl-C ends Tune at once: the same advice when the sweep had started, else none
+    assert print_interrupted(tmp_path / "o", "s.toml", None, None, "/data") == 130
+    assert capsys.readouterr().err == "sweep: interrupted before any trial started\n"
+    (tmp_path / "o").mkdir()
+    (tmp_path / "o" / "sweep.json").write_text("{}")
+    assert print_interrupted(tmp_path / "o", "s.toml", None, None, "/data") == 130
+    assert f"--out {tmp_path / 'o'} --resume --data-dir /data`" in capsys.readouterr().err
     for bad in ("0", "-1", "nan", "inf"):
         assert main(["sweep", str(path), "--dry-run", "--trial-cpus", bad]) == 2
         err = capsys.readouterr().err
