@@ -69,7 +69,7 @@ class AuxClient:
         transform: ``(images, generator) -> float tensor``, the train transform.
         train: B, optimizer settings (the lr is given per round by :meth:`load`).
         drop_last: skip each epoch's last partial batch.
-        recompute_after_update: upload x_c(z) recomputed after the batch's update [A] instead of the
+        recompute_after_update: upload x_c(z) recomputed after the batch's update [P] instead of the
             forward-pass activations [C].
         max_grad_norm: clip the gradient norm of [x_c, a_c] (0 = off).
     """

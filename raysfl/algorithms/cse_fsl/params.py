@@ -71,7 +71,9 @@ class CSEFSLParams:
         0, ge=0, doc="C: FedAvg x_c and a_c every C minibatches; 0 = once per round as the experiments [P]"
     )
     recompute_after_update: bool = option(
-        False, doc="upload x_c(z) recomputed after the batch's update [A]; false = the forward pass's [C]"
+        False,
+        doc="upload x_c(z) recomputed after the batch's update [P] (Algorithm 1 line 12 read literally); "
+        "false = the forward pass's [C]",
     )
     server_order: str = option(
         "arrival_time",
@@ -95,7 +97,7 @@ class FSLANParams:
         True, doc="FedAvg the per-client server copies at each aggregation [A] spec §2.7-14 (Han et al.)"
     )
     local_epochs: int = _local_epochs()
-    drop_last: bool = _drop_last("; true reproduces Table V's F-EMNIST load [C]")
+    drop_last: bool = _drop_last("; true reproduces Table V's F-EMNIST load [P] (inferred from its numbers)")
     lr_decay: float = _lr_decay()
     lr_decay_every: int = _lr_decay_every()
     aggregation: str = _aggregation(_FEDAVG_WEIGHTS)
