@@ -18,7 +18,10 @@ FedAvg, FedProx, MOON, FedDyn, FedLWS): rerun the script after a baseline lands.
 Settings [P] (Table 3, §4): m = 100 devices, m' = 10, T = 500, τ = 99, 𝒯 = 10, Dirichlet non-IID, the
 per-setting learning rates η_i, η_λ, η_σ, η_ι, η_γ, η_υ. [A] (spec §2.6, §3.8): 𝓛 = 5 local epochs of a full
 pass, B = 32, plain SGD, Dirichlet 0.5, learning-rate decay 0.99, compute ratio 5 with the fastest device at
-1e9 FLOP/s, uplink U[5, 20] Mb/s and downlink 5× uplink. The baselines run E = 5·⌈(N/m)/B⌉ local steps
+1e9 FLOP/s, uplink U[5, 20] Mb/s and downlink 5× uplink. [P] (§6.1.4): the ratio bounds the devices' training
+times whatever their data sizes (`system.compute.training_time = "per-device"`); the sweeps in
+scenarios/repro/fedasmu/ ran before that option and keep "per-sample", where Dirichlet sizes widen the
+time ratio to 10-19×. The baselines run E = 5·⌈(N/m)/B⌉ local steps
 (the same average work as 5 epochs) with m' = 10 concurrent jobs (async) or 10 devices per round (sync).
 
 Budgets: full = T = 500 aggregations (async) or rounds (sync), capped by a common emulated-time budget of
@@ -352,7 +355,12 @@ def scenario(
         },
         "algorithm": {"name": method, "params": method_params(method, eta, extra or {})},
         "system": {
-            "compute": {"kind": "ratio", "ratio": ratio, "max_flops_per_s": FASTEST_FLOPS},
+            "compute": {
+                "kind": "ratio",
+                "ratio": ratio,
+                "max_flops_per_s": FASTEST_FLOPS,
+                "training_time": "per-device",
+            },
             "link": {"kind": "uniform", "downlink_to_uplink": 5.0, "bandwidth_reduction": kappa},
         },
         "metrics": {"progress": True},

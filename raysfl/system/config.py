@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from raysfl.config import option
 
 COMPUTE_KINDS = ("fixed", "uniform", "ratio", "trace")
+TRAINING_TIMES = ("per-sample", "per-device")
 LINK_KINDS = ("fixed", "uniform", "wireless", "trace")
 POWER_DBM_RANGE = (-100.0, 100.0)  # 0.1 pW to 10 MW: wider than any radio's transmit power
 NOISE_DBM_PER_HZ_RANGE = (-250.0, 0.0)  # thermal noise is -174 dBm/Hz at 290 K, -199 at 1 K
@@ -60,6 +61,12 @@ class ComputeConfig:
         f_k ~ U[max/R, max] instead. ``pin_extremes`` sets the fastest draw to exactly 1 and the slowest to
         exactly R so max/min equals R (fedasmu §2.6 option [A]).
       * ``"trace"``: the ``flops_per_s`` column of ``system.trace_file``.
+
+    ``training_time``: ``"per-sample"`` charges a job its FLOPs over f_k, so a device with more data trains
+    longer per epoch [A]. ``"per-device"`` multiplies each f_k by |D_k| / mean_j |D_j| once the data is
+    partitioned, so a pass over a device's data takes as long as a pass over mean-size data at the drawn
+    f_k, whatever |D_k|: the ratio's slowdowns are then the devices' training-time ratios, FedASMU §6.1.4
+    read literally ("the slowest device's training time is five times that of the fastest") [P].
     """
 
     kind: str = option("uniform", choices=COMPUTE_KINDS, doc="compute-rate generator")
@@ -75,6 +82,12 @@ class ComputeConfig:
         doc="kind=ratio: uniform in time (r ~ U[1,R], f = max/r) [P] fedasmu §2.6, or uniform in rate [A]",
     )
     pin_extremes: bool = option(False, doc="kind=ratio: pin one client at 1 and one at R [A] fedasmu §2.6")
+    training_time: str = option(
+        "per-sample",
+        choices=TRAINING_TIMES,
+        doc="per-sample: a device's compute time grows with its data [A]; per-device: f_k scaled by "
+        "|D_k|/mean |D|, so an epoch's time depends on the device alone (FedASMU §6.1.4) [P]",
+    )
 
     def __post_init__(self) -> None:
         """Reject an empty uniform range (``kind = "uniform"``; the other kinds do not read it)."""

@@ -284,6 +284,31 @@ def test_device_merge_by_hand():
     assert st.meta["beta"] == pytest.approx(beta) and st.meta["fresh_version"] == 4
 
 
+def test_a_device_learns_its_request_slot_with_eq_8():
+    """Two trainings of one device with ``request_slot = "rl"`` and ε = 0 (greedy).
+
+    The first takes the server's proposal and learns nothing. The second moves l* by the greedy action (ties
+    take the first, add) and, when its fresh model is merged, updates 𝓗(previous l*, action) by Eq. (8) with
+    the merge's reward (computed by hand in test_device_merge_by_hand).
+    """
+    p = FedASMUParams(local_epochs=5, request_slot="rl", epsilon=0.0, q_lr=0.5, q_discount=0.9)
+    client = tiny_client(p)
+    st = client.init_state(0, np.arange(4), np.random.SeedSequence(1))
+    base = {"weights": {"weight": torch.tensor([[0.0], [1.0]])}, "version": 1, "proposal": 3}
+    job = {"lr": 0.1, "model_bytes": 8}
+    assert client.begin(st, base, job) == 3  # first training: the proposal, no action to learn from
+    assert st.action is None and not st.q.any()
+    st.q[4] = [0.0, 0.3, -0.2]  # what the device learned earlier about l* = 4
+    assert client.begin(st, base, job) == 4  # greedy over 𝓗(3, ·) = 0: the first action, add
+    assert st.action == 0 and st.meta["prev_slot"] == 3
+    st.pending = (-math.inf, {"weights": {"weight": torch.tensor([[2.0], [0.0]])}, "version": 4, "index": 4})
+    client._merge(st, torch.ones(1, 1), torch.zeros(1, dtype=torch.long))
+    reward = st.meta["reward"]
+    assert reward != 0.0
+    assert st.q[3, 0] == pytest.approx(0.5 * (reward + 0.9 * 0.3 - 0.0))  # Eq. (8)
+    assert st.q[3, 1:].tolist() == [0.0, 0.0] and st.q[4].tolist() == [0.0, 0.3, -0.2]
+
+
 def test_local_epochs_time_their_parts_when_profiled():
     """Under ``raysfl.profiling`` one epoch with a pending fresh model shows its merge step, its other step,
     both minibatches and both optimizer steps (``benchmarks/profile_fl.py`` reads these sections)."""
