@@ -1,4 +1,4 @@
-"""The ClientPool actor: one OS process hosting many virtual clients (DESIGN.md "Client pools")."""
+"""The ClientPool actor: one OS process hosting many virtual clients (docs/architecture.md, "A run")."""
 
 from __future__ import annotations
 

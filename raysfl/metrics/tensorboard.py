@@ -1,13 +1,19 @@
 """TensorBoard sink: test metrics against global iteration and against emulated time.
 
-Every scalar is written with ``walltime = t_virtual``, so TensorBoard's "Relative" axis shows emulated
-seconds (DESIGN.md "Observability"); the ``*_vs_emulated_ms`` tags use the emulated millisecond as step
-(TensorBoard steps are integers: whole seconds gave evaluations less than a second apart one step), and
-``test/accuracy_vs_bytes`` the bytes sent so far (up + down). Metrics named ``bytes_up_*``, ``bytes_down_*``
-and ``load_*`` (per-kind traffic) go under ``comm/``, ``storage_*`` under ``storage/``, and Lightweight
-FedSL's ``latency_*`` (per-round latency, the paper's Fig. 4 quantity) and sparsity under ``fedsl/``.
+The step is the global iteration. Every scalar is written with ``walltime = t_virtual`` (emulated seconds),
+so TensorBoard's "Relative" axis shows emulated seconds since a series' first point: t = 0 for ``test/``,
+``comm/``, ``time/`` and ``method/``, which start with the evaluation before training, and the first
+evaluation after it for ``train/``, ``buffer/``, ``staleness``, ``speed/``; its "Wall" axis shows no clock.
+The ``*_vs_emulated_ms`` tags use the emulated millisecond as step (TensorBoard steps are integers: whole
+seconds gave evaluations less than a second apart one step), and ``test/accuracy_vs_bytes`` the bytes sent
+so far (up + down). Metrics named ``bytes_up_*``, ``bytes_down_*`` and ``load_*`` (per-kind traffic) go
+under ``comm/``, ``storage_*`` under ``storage/``, Lightweight FedSL's ``latency_*`` (per-round latency,
+the paper's Fig. 4 quantity) and sparsity under ``fedsl/``, the engine's event count under ``time/events``,
+and every other number a method's evaluation returns (GAS's ``generated``, FedAsync's ``mean_staleness``,
+counters of updates and aggregations) under ``method/``, as in ``metrics.parquet``.
 Between evaluations the sink accumulates staleness values and buffer composition, written as a
-histogram and scalars at each evaluation: the rows logged after the previous report and before this
+histogram, ``staleness/mean`` and ``staleness/max``, and buffer scalars at each evaluation: the rows logged
+after the previous report and before this
 evaluation's report (:meth:`TensorBoardSink.on_report`), whenever the evaluation's value arrives (on Ray,
 later than the rows logged after it). ``speed/events_per_s`` is the coordinator's rate between two reports,
 timed when each report was asked for: evaluations that arrive together would otherwise make spikes.
@@ -22,6 +28,24 @@ from typing import Any
 
 import numpy as np
 from torch.utils.tensorboard import SummaryWriter
+
+WRITTEN_ABOVE = frozenset(
+    {"iteration", "t", "wall_s", "accuracy", "loss", "train_loss", "bytes_up", "bytes_down"}
+)
+"""Metrics row keys with tags of their own (or none: the wall time)."""
+
+
+def _tag(key: str) -> str:
+    """The tag of an evaluation's other numbers: by prefix, else the method's own under ``method/``."""
+    if key.startswith(("bytes_up_", "bytes_down_", "load_")):
+        return f"comm/{key}"
+    if key.startswith("storage_"):
+        return f"storage/{key}"
+    if key.startswith(("latency_", "sparsity_", "client_sparsity")):
+        return f"fedsl/{key}"
+    if key == "events":
+        return "time/events"
+    return f"method/{key}"
 
 
 class TensorBoardSink:
@@ -118,18 +142,15 @@ class TensorBoardSink:
         if "accuracy" in row:
             sent = int(row["bytes_up"]) + int(row["bytes_down"])
             w.add_scalar("test/accuracy_vs_bytes", row["accuracy"], sent, walltime=t)
-        for key, value in row.items():  # per-kind counters and storage (CSE-FSL and its baselines)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+        for key, value in row.items():  # per-kind counters, storage, and the method's own numbers
+            if key in WRITTEN_ABOVE or isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue
-            if key.startswith(("bytes_up_", "bytes_down_", "load_")):
-                w.add_scalar(f"comm/{key}", value, it, walltime=t)
-            elif key.startswith("storage_"):
-                w.add_scalar(f"storage/{key}", value, it, walltime=t)
-            elif key.startswith(("latency_", "sparsity_", "client_sparsity")):
-                w.add_scalar(f"fedsl/{key}", value, it, walltime=t)
+            w.add_scalar(_tag(key), value, it, walltime=t)
         w.add_scalar("time/emulated_s", t, it, walltime=t)
         if len(collected["staleness"]):
             w.add_histogram("staleness", collected["staleness"], it, walltime=t)
+            w.add_scalar("staleness/mean", float(np.mean(collected["staleness"])), it, walltime=t)
+            w.add_scalar("staleness/max", int(np.max(collected["staleness"])), it, walltime=t)
         if len(collected["share_fast"]):
             w.add_scalar(
                 "buffer/share_fastest_quarter", float(np.mean(collected["share_fast"])), it, walltime=t

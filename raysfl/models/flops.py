@@ -4,7 +4,7 @@ FLOPs are measured with :class:`torch.utils.flop_counter.FlopCounterMode`, which
 multiply-accumulate of matrix products and convolutions (forward and backward kernels) and nothing for
 element-wise ops, pooling or normalisation. fvcore, used by the GAS code, counts one per MAC, so GAS's
 "5,603,328 FLOPs" for the AlexNet client (GAS spec §10.3) is 11,206,656 here. The system model turns these
-counts into durations (DESIGN.md, "The time model").
+counts into durations (docs/architecture.md, "Time model").
 
 Byte sizes assume float32 on the wire: 4 bytes per activation value and per parameter. Buffers (BatchNorm
 running statistics and its step counter) are not parameters; they are reported separately as

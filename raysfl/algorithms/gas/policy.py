@@ -1,4 +1,4 @@
-"""GAS scheduling in virtual time (Algorithms 1-2 and the time model of DESIGN.md / specs/gas.md §10.2-10.3).
+"""GAS scheduling in virtual time (Algorithms 1-2; time model: docs/architecture.md, GAS spec §10.2-10.3).
 
 The policy sees times, ids and sizes only, never tensors. Per client job (E local iterations):
 

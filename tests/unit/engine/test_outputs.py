@@ -49,6 +49,32 @@ def test_tensorboard_has_the_promised_scalars(tmp_path):
     assert len({s.step for s in by_time}) == len(metrics)  # evaluations < 1 s apart keep their own step
 
 
+def test_every_number_of_an_evaluation_reaches_tensorboard(tmp_path):
+    """The method's own counters (GAS: server updates, aggregations, generated activations) under
+    ``method/``, the engine's event count, and staleness scalars beside the histogram."""
+    sc = scenario_from_dict(BASE, ["metrics.tensorboard=true"])
+    run(sc, tmp_path / "r", backend="local")
+    acc = EventAccumulator(str(tmp_path / "r" / "tb"), size_guidance={"histograms": 0, "scalars": 0})
+    acc.Reload()
+    metrics = pq.read_table(tmp_path / "r" / "metrics.parquet").to_pylist()
+    for key, tag in (
+        ("server_updates", "method/server_updates"),
+        ("aggregations", "method/aggregations"),
+        ("generated", "method/generated"),
+        ("events", "time/events"),
+    ):
+        expected = [(m["iteration"], m[key]) for m in metrics]
+        assert [(p.step, p.value) for p in acc.Scalars(tag)] == expected, tag
+    histograms = acc.Histograms("staleness")
+    means, maxima = acc.Scalars("staleness/mean"), acc.Scalars("staleness/max")
+    assert [p.step for p in means] == [p.step for p in maxima] == [h.step for h in histograms]
+    for h, mean, high in zip(histograms, means, maxima, strict=True):
+        assert mean.value == pytest.approx(h.histogram_value.sum / h.histogram_value.num)
+        assert high.value == h.histogram_value.max
+    events = pq.read_table(tmp_path / "r" / "events.parquet").to_pylist()
+    assert max(p.value for p in maxima) == max(e["staleness"] for e in events if e["staleness"] is not None)
+
+
 def test_an_evaluation_before_any_server_step_has_no_training_loss(tmp_path):
     """The first evaluation comes before any server step: its training loss is missing (a null in the
     parquet file, no TensorBoard point), not a 0.0 that reads as a perfect loss; later ones are real means."""
