@@ -23,6 +23,13 @@ class FedAsyncParams(StalenessOptions):
     rho: float = option(
         0.0, ge=0, doc="ρ of the local objective f(x) + ρ/2·‖x − x_τ‖² [P]; 0 = plain local SGD [A]"
     )
+    staleness_offset: int = option(
+        0,
+        choices=(0, 1),
+        doc="added to the staleness in s(·): 0 = global updates since the job's model, 0 when fresh [A] "
+        "(Plato's FedAsync, FedBuff's τ); 1 = t − τ of Xie et al.'s Algorithm 1 read literally, whose "
+        "epoch t makes x_t from x_{t−1}, 1 when fresh [P] (FedASMU's t − o + 1)",
+    )
     replacement: str = option(
         "others",
         choices=("others", "any"),

@@ -20,9 +20,13 @@ class FedAsyncServer(FLServer):
         self.alpha_sum = 0.0
 
     def _receive(self, arrival: Arrival) -> None:
-        """Mix w_k in with α_t from its staleness t − τ (global versions since its base was sent)."""
+        """Mix w_k in with α_t = α·s(staleness + ``staleness_offset``).
+
+        The staleness is the number of global versions since its base was sent (0 when fresh).
+        """
         p = self.p
-        alpha_t = mixing_weight(p.alpha, p.staleness, arrival.staleness, p.staleness_a, p.staleness_b)
+        lag = arrival.staleness + p.staleness_offset
+        alpha_t = mixing_weight(p.alpha, p.staleness, lag, p.staleness_a, p.staleness_b)
         self.alpha_sum += alpha_t
         self._commit(mix_models(self.global_weights, arrival.weights, alpha_t))
 

@@ -73,6 +73,21 @@ def test_server_mixes_each_arrival_with_its_staleness():
         server.on_client_model(2, wt(0.0, 0.0), 1)
 
 
+def test_staleness_offset_counts_a_fresh_model_as_algorithm_1_does():
+    """``staleness_offset = 1``: the same arrivals as above mix at α·s(t − τ + 1) = 0.5/2 and 0.5/3."""
+    params = {"alpha": 0.5, "staleness": "polynomial", "a": 1.0, "staleness_offset": 1}
+    server = tiny_server("fedasync", params)
+    server.send_model(0)
+    server.send_model(1)
+    server.on_client_model(0, wt(3.0, 2.0), 1)  # fresh: s(1) = 1/2 → α_t = 0.25: 0.75·[1, 2] + 0.25·[3, 2]
+    assert torch.equal(server.global_model()[KEY], wt(1.5, 2.0)[KEY])
+    server.on_client_model(1, wt(1.5, 5.0), 1)  # one update since: s(2) = 1/3 → α_t = 1/6
+    assert torch.allclose(server.global_model()[KEY], wt(1.5, 2.5)[KEY])
+    ev = server.evaluate()
+    assert ev["max_staleness"] == 1 and ev["mean_staleness"] == pytest.approx(0.5)  # the engine's count
+    assert ev["mean_alpha"] == pytest.approx((0.25 + 1 / 6) / 2)
+
+
 def test_proximal_term_by_hand():
     """ρ = 2, lr 0.1, x = 1, y = 0, W_0 = 0: step 1 W_1 = [0.05, −0.05]; step 2 adds ρ(W_1 − W_0)."""
     train = TrainConfig(local_iterations=2, batch_size=1, lr=0.1, momentum=0.0, weight_decay=0.0)
