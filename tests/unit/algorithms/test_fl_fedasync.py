@@ -161,6 +161,14 @@ def test_staleness_function_changes_the_result(tmp_path, fedasync_run):
     assert [m["loss"] for m in const][1:] != [m["loss"] for m in metrics][1:]
 
 
+def test_rho_reaches_the_clients_local_objective(tmp_path, fedasync_run):
+    """ρ > 0 (the proximal term) changes a run of the same scenario: the option is not dropped on the way."""
+    _, _, metrics = fedasync_run
+    _, _, proximal = run(tmp_path, ["algorithm.params.rho=5.0"], name="rho")
+    assert [m["loss"] for m in proximal][1:] != [m["loss"] for m in metrics][1:]
+    assert [m["updates"] for m in proximal] == [m["updates"] for m in metrics]  # the same schedule
+
+
 def test_fedasync_learns_fashion_mnist(tmp_path):
     if not (DATA / "fashion-mnist").is_dir():
         pytest.skip(f"real Fashion-MNIST not found at {DATA / 'fashion-mnist'}; quick accuracy check skipped")

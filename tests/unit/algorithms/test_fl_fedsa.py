@@ -85,3 +85,12 @@ def test_run_drops_stale_arrivals_without_counting_them(tmp_path):
     assert all(e["discarded"] is None for e in kept)
     assert len(kept) == 2 * 8 and [e["server_update"] for e in kept] == [None, 1] * 8
     assert metrics[-1]["dropped"] == len(dropped) and summary["stop_reason"] == "budget reached"
+
+
+def test_the_learning_rate_options_reach_the_policy():
+    """``lr_scaling = "none"`` sends no factor with a job; ``lr_scale_max`` is the cap the factor uses."""
+    common = {"num_clients": 4, "active": 2, "local_iterations": 1, "seed": 0}
+    assert fl_helpers.fl_policy("fedsa", {"lr_scaling": "none"}, **common).job_lr is None
+    scaled = fl_helpers.fl_policy("fedsa", {"lr_scale_max": 3.5}, **common).job_lr
+    assert scaled.keywords["cap"] == 3.5
+    assert scaled(0, [1, 9, 0, 0]) == pytest.approx(frequency_lr_scale(0, [1, 9, 0, 0], cap=3.5))
