@@ -537,6 +537,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     from raysfl.engine.cluster import ensure_ray
     from raysfl.sweep.execute import (
+        SweepCommand,
         dry_run_text,
         local_resources,
         print_interrupted,
@@ -574,7 +575,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             cluster = local_resources()
         print(dry_run_text(sweep, cluster, out, args.max_concurrent, args.trial_cpus, nodes))
         return 0
-    how = (args.sweep, args.trial_cpus, address, args.data_dir, args.max_concurrent)
+    how = SweepCommand(args.sweep, args.trial_cpus, address, args.data_dir, args.max_concurrent)
     try:
         result = run_sweep(
             sweep,
@@ -586,8 +587,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             trial_cpus=args.trial_cpus,
         )
     except KeyboardInterrupt:  # a second Ctrl-C: Tune stops at once, without returning its results
-        return print_interrupted(out, *how)
-    return print_outcome(result, *how)
+        return print_interrupted(out, how)
+    return print_outcome(result, how)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

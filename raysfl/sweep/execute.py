@@ -441,14 +441,28 @@ def _new_tuner(
     )
 
 
-def print_outcome(
-    result: SweepResult,
-    sweep_path: str,
-    trial_cpus: float | None = None,
-    address: str | None = None,
-    data_dir: str | None = None,
-    max_concurrent: int | None = None,
-) -> int:
+@dataclass(frozen=True)
+class SweepCommand:
+    """How ``raysfl sweep`` was started: the options its ``--resume`` command repeats."""
+
+    sweep_path: str
+    trial_cpus: float | None = None
+    address: str | None = None
+    data_dir: str | None = None
+    max_concurrent: int | None = None
+
+    def resume(self, out: Path) -> str:
+        """The command that continues the sweep in ``out``, with the options that change where or how."""
+        return (
+            f"raysfl sweep {self.sweep_path} --out {out} --resume"
+            + (f" --trial-cpus {self.trial_cpus:g}" if self.trial_cpus is not None else "")
+            + (f" --max-concurrent {self.max_concurrent}" if self.max_concurrent else "")
+            + (f" --data-dir {self.data_dir}" if self.data_dir else "")
+            + (f" --address {self.address}" if self.address else "")
+        )
+
+
+def print_outcome(result: SweepResult, command: SweepCommand) -> int:
     """Print what became of the trials; the exit status (0 all finished, 1 some failed, 130 unfinished).
 
     The command it suggests for unfinished trials repeats ``--trial-cpus``, ``--max-concurrent``,
@@ -464,10 +478,9 @@ def print_outcome(
             file=sys.stderr,
         )
     if result.unfinished:
-        command = resume_command(sweep_path, result.out, trial_cpus, address, data_dir, max_concurrent)
         print(
             f"sweep: {len(result.unfinished)} trial(s) unfinished: {', '.join(result.unfinished)}; "
-            f"continue with `{command}`",
+            f"continue with `{command.resume(result.out)}`",
             file=sys.stderr,
         )
     if result.failed:
@@ -475,32 +488,7 @@ def print_outcome(
     return 130 if result.unfinished else 0
 
 
-def resume_command(
-    sweep_path: str,
-    out: Path,
-    trial_cpus: float | None = None,
-    address: str | None = None,
-    data_dir: str | None = None,
-    max_concurrent: int | None = None,
-) -> str:
-    """The command that continues the sweep in ``out``, with the options that change where or how it runs."""
-    return (
-        f"raysfl sweep {sweep_path} --out {out} --resume"
-        + (f" --trial-cpus {trial_cpus:g}" if trial_cpus is not None else "")
-        + (f" --max-concurrent {max_concurrent}" if max_concurrent else "")
-        + (f" --data-dir {data_dir}" if data_dir else "")
-        + (f" --address {address}" if address else "")
-    )
-
-
-def print_interrupted(
-    out: Path,
-    sweep_path: str,
-    trial_cpus: float | None = None,
-    address: str | None = None,
-    data_dir: str | None = None,
-    max_concurrent: int | None = None,
-) -> int:
+def print_interrupted(out: Path, command: SweepCommand) -> int:
     """After a Ctrl-C that ended the sweep at once (a second one, while Tune saved its state): what to do.
 
     Each trial is an ordinary run with its own checkpoints, so ``--resume`` continues from them whatever Tune
@@ -509,10 +497,9 @@ def print_interrupted(
     if not (out / SWEEP_STATUS).is_file():
         print("sweep: interrupted before any trial started", file=sys.stderr)
         return 130
-    command = resume_command(sweep_path, out.resolve(), trial_cpus, address, data_dir, max_concurrent)
     print(
         f"sweep: interrupted; finished trials and the others' checkpoints are kept in {out.resolve()}; "
-        f"continue with `{command}`",
+        f"continue with `{command.resume(out.resolve())}`",
         file=sys.stderr,
     )
     return 130

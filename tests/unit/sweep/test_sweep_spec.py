@@ -6,7 +6,7 @@ import pytest
 
 from raysfl.cli import main
 from raysfl.config import ConfigError
-from raysfl.sweep.execute import SweepResult, print_interrupted, print_outcome
+from raysfl.sweep.execute import SweepCommand, SweepResult, print_interrupted, print_outcome
 from raysfl.sweep.resources import trial_resources
 from raysfl.sweep.spec import load_sweep, set_dotted
 
@@ -249,18 +249,20 @@ def test_trial_cpus_scales_every_bundle_to_that_total_and_packs_more_trials(tmp_
         assert main(["sweep", str(path), "--dry-run", "--out", str(tmp_path / "o"), *extra]) == 0
         assert f"at most {at_once} trial(s) at a time" in capsys.readouterr().out  # never more than it has
     unfinished = SweepResult(tmp_path / "o", finished=[], failed={}, unfinished=["gas_seed1"])
-    assert print_outcome(unfinished, "s.toml", 1.0) == 130
+    assert print_outcome(unfinished, SweepCommand("s.toml", 1.0)) == 130
     assert "--out " + str(tmp_path / "o") + " --resume --trial-cpus 1`" in capsys.readouterr().err
-    assert print_outcome(unfinished, "s.toml", 1.0, "10.0.0.5:6379") == 130  # a cluster's sweep: on it again
+    on_a_cluster = SweepCommand("s.toml", 1.0, "10.0.0.5:6379")
+    assert print_outcome(unfinished, on_a_cluster) == 130  # a cluster's sweep: on it again
     assert " --resume --trial-cpus 1 --address 10.0.0.5:6379`" in capsys.readouterr().err
-    assert print_outcome(unfinished, "s.toml", None, None, "/data", 3) == 130  # where it found its data
+    with_data = SweepCommand("s.toml", None, None, "/data", 3)
+    assert print_outcome(unfinished, with_data) == 130  # where it found its data
     assert " --resume --max-concurrent 3 --data-dir /data`" in capsys.readouterr().err
     # a second Ctrl-C ends Tune at once: the same advice when the sweep had started, else none
-    assert print_interrupted(tmp_path / "o", "s.toml", None, None, "/data") == 130
+    assert print_interrupted(tmp_path / "o", SweepCommand("s.toml", data_dir="/data")) == 130
     assert capsys.readouterr().err == "sweep: interrupted before any trial started\n"
     (tmp_path / "o").mkdir()
     (tmp_path / "o" / "sweep.json").write_text("{}")
-    assert print_interrupted(tmp_path / "o", "s.toml", None, None, "/data") == 130
+    assert print_interrupted(tmp_path / "o", SweepCommand("s.toml", data_dir="/data")) == 130
     assert f"--out {tmp_path / 'o'} --resume --data-dir /data`" in capsys.readouterr().err
     for bad in ("0", "-1", "nan", "inf"):
         assert main(["sweep", str(path), "--dry-run", "--trial-cpus", bad]) == 2
@@ -523,7 +525,7 @@ def test_a_failed_trial_keeps_its_whole_message_and_the_terminal_shows_its_first
     recorded = _root_cause(TaskError(cause))
     assert recorded == "DataMissingError: MNIST: no readable copy found. Looked in:\n  /a/mnist\n  /b/mnist"
     result = SweepResult(tmp_path, finished=[], failed={"mnist": recorded}, unfinished=[])
-    assert print_outcome(result, "s.toml") == 1
+    assert print_outcome(result, SweepCommand("s.toml")) == 1
     err = capsys.readouterr().err
     assert (
         "sweep: trial mnist failed: DataMissingError: MNIST: no readable copy found. Looked in: "
