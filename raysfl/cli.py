@@ -281,13 +281,6 @@ def cmd_describe_devices(args: argparse.Namespace) -> int:
 
     sc, table = _load_with_devices(args.scenario, args.overrides)
     print(f"devices of {sc.name} (seed {sc.seed}, {len(table)} clients)")
-    if sc.system.compute.training_time == "per-device":  # the rates depend on the partition: load it
-        from raysfl.engine.runner import load_partitioned
-        from raysfl.system.profiles import per_device_training_time
-
-        part = load_partitioned(sc, args.data_dir)[2]
-        table = per_device_training_time(table, [len(ix) for ix in part.indices])
-        print("compute rates scaled by |D_k| / mean |D| (system.compute.training_time = 'per-device')")
     print(describe_devices(table))
     return 0
 
@@ -677,9 +670,6 @@ def build_parser() -> argparse.ArgumentParser:
     d = dsub.add_parser("devices", help="the device table a scenario draws")
     d.add_argument("scenario")
     d.add_argument("overrides", nargs="*", default=[], metavar="key=value")
-    d.add_argument(
-        "--data-dir", help="look for the dataset here first (training_time 'per-device' reads the partition)"
-    )
     d.set_defaults(func=cmd_describe_devices)
 
     p = sub.add_parser("run", help="run scenarios and write metrics, events, TensorBoard and a summary")

@@ -54,7 +54,7 @@ from raysfl.models.precision import EMULATED_BFLOAT16, native_bfloat16
 from raysfl.safe_write import refuse_link, replace_text
 from raysfl.scenario import Scenario, scenario_to_dict
 from raysfl.system.durations import TimeModel
-from raysfl.system.profiles import draw_devices, per_device_training_time
+from raysfl.system.profiles import draw_devices
 
 
 @dataclass
@@ -94,8 +94,6 @@ def prepare(sc: Scenario, data_dir: str | None = None) -> Prepared:
     shape = (int(dataset.train_x.shape[1]), transform.crop_size, transform.crop_size)
     setup = RunSetup(sc, sc.params, shape, dataset.num_classes, tuple(part.indices), part.histograms)
     devices = draw_devices(sc.system, sc.federation.num_clients, stream(sc.seed, "timing"))
-    if sc.system.compute.training_time == "per-device":
-        devices = per_device_training_time(devices, [len(ix) for ix in part.indices])
     time_model = TimeModel.from_config(devices, sc.system)
     profile = profile_split_model(build_model(setup))
     return Prepared(sc, setup, dataset, transform, devices, time_model, profile)

@@ -62,11 +62,13 @@ class ComputeConfig:
         exactly R so max/min equals R (fedasmu §2.6 option [A]).
       * ``"trace"``: the ``flops_per_s`` column of ``system.trace_file``.
 
-    ``training_time``: ``"per-sample"`` charges a job its FLOPs over f_k, so a device with more data trains
-    longer per epoch [A]. ``"per-device"`` multiplies each f_k by |D_k| / mean_j |D_j| once the data is
-    partitioned, so a pass over a device's data takes as long as a pass over mean-size data at the drawn
-    f_k, whatever |D_k|: the ratio's slowdowns are then the devices' training-time ratios, FedASMU §6.1.4
-    read literally ("the slowest device's training time is five times that of the fastest") [P].
+    ``training_time``: ``"per-sample"`` charges a job its FLOPs over f_k, so a device whose local epochs pass
+    over more data trains longer [A]. ``"per-device"``: a job's time depends on the device alone, FedASMU
+    §6.1.4 read literally ("the slowest device's training time is five times that of the fastest") [P].
+    FedASMU and FedSSMU then charge each local epoch as a pass over mean-size data, mean_j |D_j|, at f_k.
+    Methods whose jobs take a fixed number of minibatch steps (the FL baselines, GAS, Lightweight FedSL)
+    already have per-device times and run the same either way; methods whose work grows with the client's
+    data in another way (the CSE-FSL family, MiniBatch-SFL, S2FL) refuse ``"per-device"``.
     """
 
     kind: str = option("uniform", choices=COMPUTE_KINDS, doc="compute-rate generator")
@@ -85,8 +87,8 @@ class ComputeConfig:
     training_time: str = option(
         "per-sample",
         choices=TRAINING_TIMES,
-        doc="per-sample: a device's compute time grows with its data [A]; per-device: f_k scaled by "
-        "|D_k|/mean |D|, so an epoch's time depends on the device alone (FedASMU §6.1.4) [P]",
+        doc="per-sample: a job over more data takes longer [A]; per-device: a job's time depends on the "
+        "device alone, FedASMU's epochs charged as passes over mean-size data (FedASMU §6.1.4) [P]",
     )
 
     def __post_init__(self) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,6 @@ __all__ = [
     "describe_devices",
     "distances_m",
     "draw_devices",
-    "per_device_training_time",
     "link_rates",
     "rate_problems",
     "wireless_rates_bps",
@@ -287,30 +286,3 @@ def draw_devices(cfg: SystemConfig, num_clients: int, rng: np.random.Generator) 
     if problems:
         raise ConfigError(problems)
     return DeviceTable(flops_per_s=flops, uplink_bps=up, downlink_bps=down, distance_m=dist)
-
-
-def per_device_training_time(table: DeviceTable, client_sizes: Sequence[int]) -> DeviceTable:
-    """``table`` with each f_k multiplied by |D_k| / mean_j |D_j| (``system.compute.training_time``).
-
-    A pass over client k's data then costs the FLOPs of a mean-size pass at the drawn f_k:
-    |D_k|·W / (f_k·|D_k|/D̄) = D̄·W / f_k (exactly with per-batch FLOP accounting; with per-sample
-    accounting a pass is charged per minibatch, ⌈|D_k|/B⌉, so up to one batch's rounding remains). The
-    drawn slowdowns r_k are then the devices' training-time ratios, as FedASMU §6.1.4 states them [P].
-
-    Raises:
-        ValueError: ``client_sizes`` does not have one size per device.
-        raysfl.config.ConfigError: a client holds no data (its rate would be 0).
-    """
-    sizes = np.asarray(client_sizes, dtype=np.float64)
-    if sizes.shape != (len(table),):
-        raise ValueError(f"client_sizes: shape {sizes.shape} for {len(table)} devices")
-    if np.any(sizes <= 0):
-        empty = [int(k) for k in np.flatnonzero(sizes <= 0)][:5]
-        raise ConfigError(
-            [
-                f"system.compute.training_time: 'per-device' needs data on every client, and clients {empty} "
-                "hold none; choose 'per-sample', or a partition that gives every client samples"
-            ]
-        )
-    flops = table.flops_per_s * (sizes / sizes.mean())
-    return dataclasses.replace(table, flops_per_s=flops)

@@ -75,14 +75,6 @@ def test_describe_devices_prints_the_drawn_table(capsys):
     assert main(["describe", "devices", DEFAULT]) == 0
     out = capsys.readouterr().out
     assert "20 clients" in out and "GFLOP/s" in out and "up Mb/s" in out
-    # per-device training times: the rates the run uses, scaled by the partition's sizes
-    uneven = ["data.dataset=synthetic", "data.partition=dirichlet"]
-    assert main(["describe", "devices", DEFAULT, *uneven]) == 0
-    drawn = capsys.readouterr().out
-    assert main(["describe", "devices", DEFAULT, *uneven, "system.compute.training_time=per-device"]) == 0
-    scaled = capsys.readouterr().out
-    assert "compute rates scaled by |D_k| / mean |D|" in scaled
-    assert scaled.splitlines()[-1] != drawn.splitlines()[-1]
 
 
 def test_shipped_scenarios_are_found_by_the_names_list_prints_from_any_directory(

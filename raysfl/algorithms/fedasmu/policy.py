@@ -93,16 +93,25 @@ class MUPolicy:
         return -(-self.setup.client_size(k) // self.train.batch_size)
 
     def epoch_times(self, k: int) -> list[float]:
-        """e_1..e_𝓛 of device k's next training; advances its minibatch counter."""
+        """e_1..e_𝓛 of device k's next training; advances its minibatch counter.
+
+        With ``system.compute.training_time = "per-device"`` each epoch is charged as a pass over mean-size
+        data (× mean_j |D_j| / |D_k|), so the devices' training times differ by their slowdowns alone
+        (§6.1.4) [P].
+        """
         n, b = self.setup.client_size(k), self.train.batch_size
         flops = self.costs.forward_flops + self.costs.backward_flops
+        scale = 1.0
+        if self.setup.scenario.system.compute.training_time == "per-device":
+            sizes = [self.setup.client_size(j) for j in range(self.setup.num_clients)]
+            scale = (sum(sizes) / len(sizes)) / max(n, 1)
         out = []
         for _ in range(self.p.local_epochs):
             e = 0.0
             for _ in range(self.epoch_steps(k)):
                 e += self.time.compute_s(k, flops, batch_size_at(self.steps[k], n, b))
                 self.steps[k] += 1
-            out.append(e)
+            out.append(e * scale)
         return out
 
     def learning_rate(self) -> float:

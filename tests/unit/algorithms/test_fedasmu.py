@@ -350,6 +350,50 @@ def test_meta_policy_is_a_distribution_and_reinforce_moves_it():
     assert meta.baseline == pytest.approx(0.1)
 
 
+def test_per_device_training_time_charges_each_epoch_as_a_mean_size_pass():
+    """§6.1.4: "the slowest device's training time is five times that of the fastest", whatever its data.
+
+    Per sample an epoch over |D_k| takes |D_k|·W/f_k, so Dirichlet sizes widen the ratio beyond R; per device
+    it is charged as a pass over mean-size data, mean|D|·W/f_k, and the ratio is R (pinned extremes).
+    """
+    from raysfl.engine.runner import prepare
+
+    ratios = {}
+    for mode in ("per-sample", "per-device"):
+        sc = fl_helpers.scenario_from_dict(
+            BASE,
+            [
+                "data.partition=dirichlet",
+                "federation.num_clients=20",
+                "system.compute.pin_extremes=true",
+                f"system.compute.training_time={mode}",
+                "system.timing.flops_accounting=per-batch",
+            ],
+        )
+        prep = prepare(sc)
+        policy = ALGORITHMS["fedasmu"].make_policy(prep.setup, prep.time_model, prep.profile, None)
+        sizes = np.array([prep.setup.client_size(k) for k in range(20)])
+        rates = prep.devices.flops_per_s
+        epoch = np.array([policy.epoch_times(k)[0] for k in range(20)])
+        per_sample = sizes / rates * (policy.costs.forward_flops + policy.costs.backward_flops)
+        expected = per_sample if mode == "per-sample" else per_sample * sizes.mean() / sizes
+        np.testing.assert_allclose(epoch, expected, rtol=1e-12)
+        ratios[mode] = epoch.max() / epoch.min()
+    assert ratios["per-device"] == pytest.approx(5.0)
+    assert ratios["per-sample"] > 5.5
+
+
+def test_per_device_training_time_is_refused_where_work_grows_with_the_data_otherwise():
+    with pytest.raises(ConfigError, match="system.compute.training_time: 'per-device' is not available for"):
+        fl_helpers.scenario_from_dict(
+            {**BASE, "algorithm": {"name": "splitfed_v1"}}, ["system.compute.training_time=per-device"]
+        )
+    for name in ("fedavg", "gas"):  # a fixed number of steps per job: times are per device already
+        fl_helpers.scenario_from_dict(
+            {**BASE, "algorithm": {"name": name}}, ["system.compute.training_time=per-device"]
+        )
+
+
 def test_split_training_needs_plain_sgd():
     with pytest.raises(ConfigError, match="momentum"):
         fl_helpers.scenario_from_dict(BASE, ["train.momentum=0.9"])

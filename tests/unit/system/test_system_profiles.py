@@ -5,12 +5,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from raysfl.config import ConfigError
-from raysfl.engine.rng import stream
-from raysfl.engine.runner import prepare
-from raysfl.scenario import scenario_from_dict
 from raysfl.system.config import ComputeConfig, LinkConfig, SystemConfig
-from raysfl.system.profiles import draw_devices, per_device_training_time, wireless_rates_bps
+from raysfl.system.profiles import draw_devices, wireless_rates_bps
 
 
 def draw(cfg: SystemConfig, k: int = 20, seed: int = 2023):
@@ -191,45 +187,3 @@ def test_trace_kinds_read_the_file(tmp_path):
 def test_num_clients_must_be_positive():
     with pytest.raises(ValueError, match="num_clients"):
         draw(SystemConfig(), k=0)
-
-
-def test_per_device_training_time_scales_each_rate_by_its_data_share_by_hand():
-    """f_k' = f_k·|D_k|/mean|D|: a pass over D_k then costs mean|D|·W/f_k, whatever |D_k| (FedASMU §6.1.4)."""
-    table = draw_devices(with_compute(kind="fixed", flops_per_s=1e9), 3, np.random.default_rng(0))
-    table = dataclasses.replace(table, flops_per_s=np.array([1e9, 2e9, 4e9]))
-    scaled = per_device_training_time(table, [10, 20, 60])  # mean 30
-    np.testing.assert_allclose(scaled.flops_per_s, [1e9 / 3, 4e9 / 3, 8e9])
-    work = 5.0  # FLOPs per sample
-    np.testing.assert_allclose(np.array([10, 20, 60]) * work / scaled.flops_per_s, [150e-9, 75e-9, 37.5e-9])
-    np.testing.assert_array_equal(scaled.uplink_bps, table.uplink_bps)  # links untouched
-    with pytest.raises(ConfigError, match=r"system.compute.training_time: 'per-device' needs data .* \[1\]"):
-        per_device_training_time(table, [10, 0, 60])
-    with pytest.raises(ValueError, match="client_sizes"):
-        per_device_training_time(table, [10, 20])
-
-
-def test_a_runs_epoch_times_keep_the_ratio_with_per_device_training_time():
-    """Dirichlet sizes widen the slowest/fastest epoch time beyond R per sample; per device it stays R."""
-    ratios = {}
-    for mode in ("per-sample", "per-device"):
-        sc = scenario_from_dict(
-            {
-                "name": "ratio",
-                "data": {"dataset": "synthetic", "partition": "dirichlet", "synthetic_train": 2000},
-                "federation": {"num_clients": 20, "active_clients": 4},
-                "system": {
-                    "compute": {"kind": "ratio", "ratio": 5.0, "pin_extremes": True, "training_time": mode},
-                    "timing": {"flops_accounting": "per-batch"},
-                },
-            }
-        )
-        prep = prepare(sc)
-        sizes = np.array([len(ix) for ix in prep.setup.client_indices])
-        epoch = [prep.time_model.compute_s(k, 1e6, n) for k, n in enumerate(sizes)]  # one pass over D_k
-        ratios[mode] = max(epoch) / min(epoch)
-        assert sizes.max() > 2 * sizes.min()  # the partition is uneven
-        drawn = draw_devices(sc.system, 20, stream(sc.seed, "timing")).flops_per_s
-        assert drawn.max() / drawn.min() == pytest.approx(5.0)  # the pinned extremes
-    by_hand = (sizes / drawn).max() / (sizes / drawn).min()  # |D_k|/f_k: each device's epoch per sample
-    assert ratios["per-sample"] == pytest.approx(by_hand) and by_hand > 5.5
-    assert ratios["per-device"] == pytest.approx(5.0)
