@@ -19,9 +19,10 @@ Settings [P] (Table 3, §4): m = 100 devices, m' = 10, T = 500, τ = 99, 𝒯 = 
 per-setting learning rates η_i, η_λ, η_σ, η_ι, η_γ, η_υ. [A] (spec §2.6, §3.8): 𝓛 = 5 local epochs of a full
 pass, B = 32, plain SGD, Dirichlet 0.5, learning-rate decay 0.99, compute ratio 5 with the fastest device at
 1e9 FLOP/s, uplink U[5, 20] Mb/s and downlink 5× uplink. [P] (§6.1.4): the ratio bounds the devices' training
-times whatever their data sizes (`system.compute.training_time = "per-device"`); the sweeps in
-scenarios/repro/fedasmu/ ran before that option and keep "per-sample" (Dirichlet sizes widen the time
-ratio to 10-19×), except the fmnist_async_per_device* sweeps. The baselines run E = 5·⌈(N/m)/B⌉ local steps
+times whatever their data sizes (`system.compute.training_time = "per-device"`: FedASMU's and FedSSMU's epochs
+are charged as passes over mean-size data); the sweeps in scenarios/repro/fedasmu/ ran before that option
+and keep "per-sample" (Dirichlet sizes widen FedASMU's time ratio to 10-19×), except the *_per_device*
+sweeps. The baselines run E = 5·⌈(N/m)/B⌉ local steps
 (the same average work as 5 epochs) with m' = 10 concurrent jobs (async) or 10 devices per round (sync).
 
 Budgets: full = T = 500 aggregations (async) or rounds (sync), capped by a common emulated-time budget of
