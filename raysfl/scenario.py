@@ -97,15 +97,6 @@ def _reference_problems(reference: dict[str, Any]) -> list[str]:
     return [f"reference.accuracy: {acc!r} is not an accuracy in percent (a number in (1, 100]){hint}"]
 
 
-def _device_only_times(spec: AlgorithmSpec) -> bool:
-    """Whether a job's time can depend on the device alone (``system.compute.training_time``).
-
-    FedASMU and FedSSMU charge their epochs as passes over mean-size data; the FL family's other methods,
-    GAS and Lightweight FedSL run a fixed number of minibatch steps per job, so their times already do.
-    """
-    return spec.family == "fl" or spec.name in ("gas", "lightweight_fedsl")
-
-
 def _cross_checks(sc: Scenario) -> list[str]:
     """Checks that span sections (each problem names a field and the allowed values)."""
     problems: list[str] = []
@@ -143,7 +134,7 @@ def _cross_checks(sc: Scenario) -> list[str]:
             "used); set model.aux = '' (auxiliary heads are for local-loss methods such as cse_fsl, fsl_an; "
             "a method that trains one says so with AlgorithmSpec.aux_heads = True)"
         )
-    if sc.system.compute.training_time == "per-device" and not _device_only_times(spec):
+    if sc.system.compute.training_time == "per-device" and not spec.per_device_times:
         problems.append(
             f"system.compute.training_time: 'per-device' is not available for {sc.algorithm.name!r}, whose "
             "local work grows with the client's data; choose 'per-sample' (it is available for FedASMU, "

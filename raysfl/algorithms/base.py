@@ -9,6 +9,7 @@ lists the built-in specs in a literal registry, and a method outside raysfl is n
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,10 @@ class AlgorithmSpec:
             loading then requires ``engine.pools = 1`` (the scenario check names both).
         train_lr_decay: whether the method applies ``train.lr_decay`` (the full-model FL family's policy
             does); a scenario that sets it for any other method is refused.
+        per_device_times: whether a job's emulated time can depend on the device alone
+            (``system.compute.training_time = "per-device"``): its jobs take a fixed number of minibatch
+            steps, or it charges its passes over the client's data as passes over mean-size data; a scenario
+            that asks for per-device times for any other method is refused.
         aux_heads: whether the method may train an auxiliary head on the client activation (``model.aux``;
             its ``validate`` may still require or refuse one for given options); a scenario that sets
             ``model.aux`` for any other method is refused, since the head would be built and never trained.
@@ -63,6 +68,7 @@ class AlgorithmSpec:
     state_classes: tuple[type, ...] = ()
     single_pool: Callable[[Any], tuple[str, str] | None] | None = None
     train_lr_decay: bool = False
+    per_device_times: bool = False
     aux_heads: bool = False
     smoke: tuple[str, ...] = ()
     event_columns: Mapping[str, str] = field(default_factory=dict)
@@ -96,3 +102,8 @@ class RunSetup:
     def client_size(self, client: int) -> int:
         """|D_k|."""
         return int(len(self.client_indices[client]))
+
+    @functools.cached_property
+    def mean_client_size(self) -> float:
+        """mean_k |D_k|, computed once."""
+        return sum(len(ix) for ix in self.client_indices) / max(self.num_clients, 1)

@@ -96,4 +96,5 @@ def fl_spec(
         validate=validate,
         state_classes=(*FL_STATE_CLASSES, server, policy, *state_classes),
         train_lr_decay=True,
+        per_device_times=True,  # E minibatch steps per job, whatever the client's data
     )

@@ -103,8 +103,7 @@ class MUPolicy:
         flops = self.costs.forward_flops + self.costs.backward_flops
         scale = 1.0
         if self.setup.scenario.system.compute.training_time == "per-device":
-            sizes = [self.setup.client_size(j) for j in range(self.setup.num_clients)]
-            scale = (sum(sizes) / len(sizes)) / max(n, 1)
+            scale = self.setup.mean_client_size / max(n, 1)
         out = []
         for _ in range(self.p.local_epochs):
             e = 0.0

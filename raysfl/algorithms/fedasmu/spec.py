@@ -69,5 +69,6 @@ def mu_spec(*, name: str, params: type, synchronous: bool, description: str) -> 
         make_policy=make_policy,
         validate=validate,
         state_classes=MU_STATE_CLASSES,
+        per_device_times=True,  # epochs charged as passes over mean-size data (MUPolicy.epoch_times)
         smoke=("train.optimizer=sgd", "train.momentum=0.0"),  # plain SGD (``validate``)
     )

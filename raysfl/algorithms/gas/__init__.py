@@ -136,6 +136,7 @@ SPEC = AlgorithmSpec(
     make_policy=make_policy,
     validate=validate,
     single_pool=single_pool,
+    per_device_times=True,  # E minibatch steps per job, whatever the client's data
     smoke=("algorithm.params.q_s=3", "algorithm.params.q_c=3", 'algorithm.params.covariance="diagonal"'),
     state_classes=(
         SplitClient,

@@ -86,6 +86,7 @@ def _spec(name: str, params: type, description: str) -> AlgorithmSpec:
         make_policy=make_policy,
         validate=validate,
         smoke=("train.optimizer=sgd", "train.momentum=0.0"),  # SGD as the paper (``validate``)
+        per_device_times=True,  # E minibatch steps per job, whatever the client's data
         state_classes=(
             FedSLClient,
             FedSLClientState,
