@@ -519,7 +519,8 @@ def to_dict(obj: Any) -> Any:
     return obj
 
 
-def _toml_scalar(value: Any) -> str:
+def toml_value(value: Any) -> str:
+    """One value as TOML text: lists and tables inline, ``None`` as an empty string."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
@@ -528,9 +529,9 @@ def _toml_scalar(value: Any) -> str:
         escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
         return f'"{escaped}"'
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_scalar(v) for v in value) + "]"
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
     if isinstance(value, Mapping):
-        return "{ " + ", ".join(f"{k} = {_toml_scalar(v)}" for k, v in value.items()) + " }"
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
     if value is None:
         return '""'
     raise TypeError(f"cannot write {type(value).__name__} to TOML")
@@ -555,7 +556,7 @@ def dumps_toml(data: Mapping[str, Any], _prefix: str = "") -> str:
         elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
             arrays.append((key, value))
         else:
-            lines.append(f"{key} = {_toml_scalar(value)}")
+            lines.append(f"{key} = {toml_value(value)}")
     out = "\n".join(lines) + ("\n" if lines else "")
     for key, table in tables:
         name = f"{_prefix}{key}"

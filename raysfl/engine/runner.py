@@ -166,6 +166,11 @@ def clear_outputs(out: Path) -> None:
 
 def write_config(prep: Prepared, out: Path, backend: str) -> None:
     """``config.toml``: the resolved scenario, what ran, and the device table."""
+    replace_text(out / "config.toml", dumps_toml(config_doc(prep, backend)))
+
+
+def config_doc(prep: Prepared, backend: str) -> dict[str, Any]:
+    """What ``config.toml`` holds: the resolved scenario, what ran, and the device table (NaN as "")."""
     doc = scenario_to_dict(prep.scenario)
     ds = prep.dataset
     doc["run"] = {
@@ -182,7 +187,7 @@ def write_config(prep: Prepared, out: Path, backend: str) -> None:
         "activation_shape": list(prep.profile.activation_shape),
     }
     doc["devices"] = prep.devices.to_rows()
-    replace_text(out / "config.toml", dumps_toml(_finite(doc)))
+    return _finite(doc)
 
 
 def _finite(obj: Any) -> Any:
@@ -196,12 +201,13 @@ def _finite(obj: Any) -> Any:
     return obj
 
 
-def _sinks(sc: Scenario, out: Path) -> list[Sink]:
+def _sinks(sc: Scenario, out: Path, config: dict[str, Any]) -> list[Sink]:
+    """The run's output sinks; ``config`` (:func:`config_doc`) is shown in TensorBoard."""
     sinks: list[Sink] = [MetricsLog(out / "metrics.parquet")]
     if sc.metrics.events:
         sinks.append(EventLog(out / "events.parquet", schema=event_schema(sc.algorithm_spec.event_columns)))
     if sc.metrics.tensorboard:
-        sinks.append(TensorBoardSink(out / "tb"))
+        sinks.append(TensorBoardSink(out / "tb", config))
     if sc.metrics.progress:
         sinks.append(ProgressLine(sc.train.global_iterations, sc.metrics.progress_every_s))
     return sinks
@@ -481,7 +487,7 @@ def _attempt(
         assert spec.make_policy is not None  # check_spec refuses a spec without one
         policy = check_logic(spec.make_policy(prep.setup, prep.time_model, prep.profile, rng), Policy, spec)
         clock = RealtimeClock(sc.engine.time_scale) if sc.engine.clock == "realtime" else VirtualClock()
-        sinks = _sinks(sc, out)
+        sinks = _sinks(sc, out, config_doc(prep, backend))
         coordinator = Coordinator(
             policy,
             dispatcher,

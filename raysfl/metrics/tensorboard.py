@@ -17,22 +17,100 @@ after the previous report and before this
 evaluation's report (:meth:`TensorBoardSink.on_report`), whenever the evaluation's value arrives (on Ray,
 later than the rows logged after it). ``speed/events_per_s`` is the coordinator's rate between two reports,
 timed when each report was asked for: evaluations that arrive together would otherwise make spikes.
+
+Given the run's configuration (``config.toml`` as data), the sink also writes it once, at step 0: as text
+under ``config`` (the TOML, without the per-client device table and data sizes, which can hold 10,000 rows)
+and as the run's hyperparameters for TensorBoard's HParams dashboard (:func:`hparams_of`), a session start
+with no experiment summary, so that TensorBoard pointed at a sweep's folder takes the union of every
+trial's hyperparameters (methods differ in their ``algorithm.params``) and offers every scalar as a metric.
+Its start time is 0, the emulated clock's origin, as every other ``walltime`` here.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tensorboard.compat.proto.summary_pb2 import Summary
+from tensorboard.plugins.hparams import metadata as hparams_metadata
+from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData, SessionStartInfo
 from torch.utils.tensorboard import SummaryWriter
+
+from raysfl.config import dumps_toml, toml_value
 
 WRITTEN_ABOVE = frozenset(
     {"iteration", "t", "wall_s", "accuracy", "loss", "train_loss", "bytes_up", "bytes_down"}
 )
 """Metrics row keys with tags of their own (or none: the wall time)."""
+
+HPARAM_SECTIONS = ("data", "model", "system", "federation", "train", "algorithm")
+"""The scenario tables that define the experiment; ``engine`` and ``metrics`` say how it runs, not what."""
+
+PER_CLIENT = (("devices",), ("run", "client_sizes"))
+"""Entries of ``config.toml`` with a row or a number per client, left out of the text."""
+
+
+def hparams_of(config: Mapping[str, Any]) -> dict[str, bool | int | float | str]:
+    """The run's hyperparameters: ``seed``, ``name`` and every leaf of :data:`HPARAM_SECTIONS`.
+
+    Keys are dotted paths as in ``--set`` (``algorithm.params.q_s``). HParams holds booleans, finite numbers
+    and strings: a list or an infinite number becomes its TOML text, and an empty table or a missing value
+    is left out.
+    """
+    out: dict[str, bool | int | float | str] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, Mapping):
+            for key, inner in value.items():
+                walk(f"{prefix}.{key}", inner)
+        elif isinstance(value, float) and not math.isfinite(value):
+            out[prefix] = toml_value(value)  # "inf": the dashboard's JSON has no infinite numbers
+        elif isinstance(value, (bool, int, float, str)):
+            out[prefix] = value
+        elif isinstance(value, (list, tuple)):
+            out[prefix] = toml_value(value)
+
+    for key in ("seed", "name"):
+        if key in config:
+            walk(key, config[key])
+    for section in HPARAM_SECTIONS:
+        walk(section, config.get(section, {}))
+    return out
+
+
+def session_start(hparams: Mapping[str, bool | int | float | str]) -> Summary:
+    """An HParams session start holding ``hparams``, started at time 0.
+
+    Built from the plugin's protos: TensorBoard's own writer of it imports TensorFlow.
+    """
+    info = SessionStartInfo(start_time_secs=0.0)
+    for name, value in hparams.items():
+        if isinstance(value, bool):
+            info.hparams[name].bool_value = value
+        elif isinstance(value, (int, float)):
+            info.hparams[name].number_value = value
+        else:
+            info.hparams[name].string_value = value
+    meta = hparams_metadata.create_summary_metadata(HParamsPluginData(session_start_info=info))
+    value = Summary.Value(
+        tag=hparams_metadata.SESSION_START_INFO_TAG, metadata=meta, tensor=hparams_metadata.NULL_TENSOR
+    )
+    return Summary(value=[value])
+
+
+def config_text(config: Mapping[str, Any]) -> str:
+    """The configuration as a TOML code block for TensorBoard's text dashboard (Markdown)."""
+    shown: dict[str, Any] = {k: dict(v) if isinstance(v, Mapping) else v for k, v in config.items()}
+    for path in PER_CLIENT:
+        table = shown
+        for key in path[:-1]:
+            table = table.get(key, {})
+        table.pop(path[-1], None)
+    return "```toml\n" + dumps_toml(shown).strip() + "\n```"
 
 
 def _tag(key: str) -> str:
@@ -51,9 +129,11 @@ def _tag(key: str) -> str:
 class TensorBoardSink:
     """Writes ``tb/`` under the run directory."""
 
-    def __init__(self, logdir: Path) -> None:
+    def __init__(self, logdir: Path, config: Mapping[str, Any] | None = None) -> None:
         self.logdir = logdir
+        self.config = config
         self.writer = SummaryWriter(log_dir=str(logdir))
+        self._write_config()
         self._staleness: list[int] = []
         self._share_fast: list[float] = []
         self._share_slow: list[float] = []
@@ -117,6 +197,7 @@ class TensorBoardSink:
         for old in self.logdir.glob("events.out.tfevents.*"):
             old.unlink()
         self.writer = SummaryWriter(log_dir=str(self.logdir))
+        self._write_config()
         self._last_wall, self._last_events = None, 0
         self._closed.clear()
         history = (state or {}).get("history", [])
@@ -127,6 +208,15 @@ class TensorBoardSink:
         pending = (state or {}).get("pending", {})
         self._staleness = list(pending.get("staleness", []))
         self._share_fast, self._share_slow = list(pending.get("fast", [])), list(pending.get("slow", []))
+
+    def _write_config(self) -> None:
+        """The configuration as text and hyperparameters, at step 0 and emulated time 0."""
+        if self.config is None:
+            return
+        self.writer.add_text("config", config_text(self.config), 0, walltime=0.0)
+        start = session_start(hparams_of(self.config))
+        self.writer._get_file_writer().add_summary(start, 0, walltime=0.0)  # as torch's add_hparams does
+        self.writer.flush()
 
     def _write(self, row: dict[str, Any], collected: dict[str, Any]) -> None:
         it, t = int(row["iteration"]), float(row["t"])

@@ -173,6 +173,9 @@ def test_tensorboard_is_rewritten_without_the_crashed_attempts_tail(tmp_path):
 
     full, again = scalars(tmp_path / "full"), scalars(crashed)
     assert len(list((crashed / "tb").glob("events.out.tfevents.*"))) == 1
+    acc = EventAccumulator(str(crashed / "tb")).Reload()
+    assert len(acc.Tensors("config/text_summary")) == 1  # the configuration is written again, once
+    assert "_hparams_/session_start_info" in acc.PluginTagToContent("hparams")
     for tag in ("test/accuracy", "test/loss", "comm/bytes_up", "time/emulated_s"):
         assert again[tag] == full[tag], tag
 

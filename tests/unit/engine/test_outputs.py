@@ -75,6 +75,67 @@ def test_every_number_of_an_evaluation_reaches_tensorboard(tmp_path):
     assert max(p.value for p in maxima) == max(e["staleness"] for e in events if e["staleness"] is not None)
 
 
+def _session_hparams(acc: EventAccumulator) -> dict:
+    """The hyperparameters of the run's HParams session start, as Python values."""
+    from google.protobuf.json_format import MessageToDict
+    from tensorboard.plugins.hparams import metadata
+
+    content = acc.PluginTagToContent(metadata.PLUGIN_NAME)
+    assert metadata.EXPERIMENT_TAG not in content  # TensorBoard takes a sweep's union of the trials' own
+    start = metadata.parse_session_start_info_plugin_data(content[metadata.SESSION_START_INFO_TAG])
+    return MessageToDict(start)["hparams"]
+
+
+def test_tensorboard_shows_the_configuration_and_its_hyperparameters(tmp_path):
+    """``config`` text (config.toml without the per-client tables) and an HParams session whose values are
+    the scenario's: a sweep's trials can be compared in TensorBoard's HParams dashboard."""
+    import tomllib
+
+    sc = scenario_from_dict(BASE, ["metrics.tensorboard=true", "algorithm.params.q_s=4"])
+    run(sc, tmp_path / "r", backend="local")
+    config = tomllib.loads((tmp_path / "r" / "config.toml").read_text())
+    acc = EventAccumulator(str(tmp_path / "r" / "tb"), size_guidance={"tensors": 0})
+    acc.Reload()
+    (text,) = acc.Tensors("config/text_summary")
+    assert text.step == 0 and text.wall_time == 0.0
+    shown = text.tensor_proto.string_val[0].decode()
+    assert shown.startswith("```toml\n") and shown.endswith("\n```")
+    body = tomllib.loads(shown.removeprefix("```toml\n").removesuffix("\n```"))
+    assert "devices" in config and "devices" not in body  # 10 rows here, 10,000 in a large run
+    assert "client_sizes" in config["run"] and "client_sizes" not in body["run"]
+    assert body["algorithm"] == config["algorithm"] and body["run"]["commit"] == config["run"]["commit"]
+    hparams = _session_hparams(acc)
+    assert hparams["seed"] == 7 and hparams["name"] == "tiny-gas"
+    assert hparams["algorithm.name"] == "gas" and hparams["algorithm.params.q_s"] == 4
+    assert hparams["federation.num_clients"] == 10 and hparams["data.dataset"] == "synthetic"
+    assert hparams["algorithm.params.covariance"] == "diagonal"
+    assert not any(k.startswith(("engine.", "metrics.", "devices", "run.")) for k in hparams)
+    leaves = sum(len(v) for v in config["model"].values() if isinstance(v, dict))
+    leaves += sum(1 for v in config["model"].values() if not isinstance(v, dict))
+    assert sum(k.startswith("model.") for k in hparams) == leaves  # every leaf of the table
+
+
+def test_hyperparameters_write_lists_as_toml_and_leave_out_what_has_no_value():
+    from raysfl.metrics.tensorboard import hparams_of
+
+    config = {
+        "seed": 3,
+        "name": "x",
+        "description": "not a hyperparameter",
+        "model": {"name": "cnn", "widths": [8, 16], "head": {}},
+        "train": {"lr": 0.01, "clip_grad_norm": None, "max_emulated_s": float("inf")},
+        "engine": {"pools": 2},
+    }
+    assert hparams_of(config) == {
+        "seed": 3,
+        "name": "x",
+        "model.name": "cnn",
+        "model.widths": "[8, 16]",
+        "train.max_emulated_s": "inf",
+        "train.lr": 0.01,
+    }
+
+
 def test_an_evaluation_before_any_server_step_has_no_training_loss(tmp_path):
     """The first evaluation comes before any server step: its training loss is missing (a null in the
     parquet file, no TensorBoard point), not a 0.0 that reads as a perfect loss; later ones are real means."""
