@@ -112,25 +112,27 @@ def dry_run_text(
     return "\n".join(lines)
 
 
-def _plan_doc(sweep: Sweep, rows: list[tuple[str, dict[str, Any], TrialResources]]) -> dict[str, Any]:
+def _trial_entries(sweep: Sweep) -> dict[str, dict[str, Any]]:
+    """Each trial's entry in ``sweep.json`` but its resources: what it computes, known without Ray."""
     from raysfl.engine.checkpoint import fingerprint
 
     return {
-        "sweep": str(sweep.path),
-        "name": sweep.name,
-        "base": str(sweep.base),
-        "trials": {
-            t.name: {
-                "fingerprint": fingerprint(_finite(scenario_to_dict(t.scenario))),
-                # the resolved scenario: a later raysfl (new options, renamed keys) can resolve it again
-                "scenario": _finite(scenario_to_dict(t.scenario)),
-                "set": {k: v for k, v in t.assignments},
-                "labels": dict(t.labels),  # the link axes' own names for this trial (reports use them)
-                "bundles": list(res.bundles),
-            }
-            for t, (_, _, res) in zip(sweep.trials, rows, strict=True)
-        },
+        t.name: {
+            "fingerprint": fingerprint(_finite(scenario_to_dict(t.scenario))),
+            # the resolved scenario: a later raysfl (new options, renamed keys) can resolve it again
+            "scenario": _finite(scenario_to_dict(t.scenario)),
+            "set": {k: v for k, v in t.assignments},
+            "labels": dict(t.labels),  # the link axes' own names for this trial (reports use them)
+        }
+        for t in sweep.trials
     }
+
+
+def _plan_doc(sweep: Sweep, rows: list[tuple[str, dict[str, Any], TrialResources]]) -> dict[str, Any]:
+    trials = _trial_entries(sweep)
+    for t, (_, _, res) in zip(sweep.trials, rows, strict=True):
+        trials[t.name]["bundles"] = list(res.bundles)
+    return {"sweep": str(sweep.path), "name": sweep.name, "base": str(sweep.base), "trials": trials}
 
 
 def check_out(out: Path, resume: bool, trials: Sequence[str] = ()) -> None:
@@ -319,13 +321,18 @@ def run_sweep(
     from raysfl.sweep.trial import run_trial
 
     out = out.resolve()
-    check_out(out, resume, [t.name for t in sweep.trials])
+    names = [t.name for t in sweep.trials]
+    check_out(out, resume, names)
+    if resume:  # before Ray starts: a changed sweep file is refused, a finished sweep has nothing to run
+        entries = _trial_entries(sweep)
+        _check_same_sweep(out, {"trials": entries})
+        planned = {name: entry["scenario"] for name, entry in entries.items()}
+        if (out / SWEEP_STATUS).is_file() and not trials_to_run(names, out, resume, planned):
+            return SweepResult(out, finished=names, failed={}, unfinished=[])
     ensure_ray(address)
     cluster = {k: float(v) for k, v in ray.cluster_resources().items()}
     rows = plan(sweep, cluster, trial_cpus, alive_nodes())
     plan_doc = _plan_doc(sweep, rows)
-    if resume:
-        _check_same_sweep(out, plan_doc)
     out.mkdir(parents=True, exist_ok=True)
     status = StatusFile(out, plan_doc)
     status.write()
@@ -349,7 +356,7 @@ def run_sweep(
     trainable = tune.with_resources(tune.with_parameters(run_trial, tasks=tasks), resources)
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")  # no Tune TensorBoard files beside ours
     planned = {name: entry["scenario"] for name, entry in plan_doc["trials"].items()}
-    todo = trials_to_run([t.name for t in sweep.trials], out, resume, planned)
+    todo = trials_to_run(names, out, resume, planned)
     if not todo:
         return status.write()
     tune_log = logging.getLogger("ray.tune.tune")

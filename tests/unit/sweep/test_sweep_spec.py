@@ -299,6 +299,38 @@ def test_resume_runs_the_unfinished_trials_in_the_plan_order(tmp_path):
     assert trials_to_run(names, tmp_path, resume=False) == names
 
 
+def test_resuming_a_finished_sweep_starts_no_ray_and_a_changed_one_is_refused_first(tmp_path, monkeypatch):
+    """``--resume`` of a sweep whose trials all finished says so without starting Ray (it had started Ray to
+    find nothing to run); a sweep file that no longer plans the recorded trials is refused before Ray too."""
+    import json
+
+    from raysfl.sweep.execute import SweepStateError, run_sweep
+
+    def no_ray(address: str | None = None) -> None:
+        raise AssertionError("Ray was started")
+
+    monkeypatch.setattr("raysfl.engine.cluster.ensure_ray", no_ray)
+    sweep = load_sweep(_write(tmp_path, GOOD))
+    out = tmp_path / "out"
+    out.mkdir()
+    names = [t.name for t in sweep.trials]
+    recorded = {t.name: {"set": dict(t.assignments)} for t in sweep.trials}  # what each trial's sweep set
+    (out / "sweep.json").write_text(json.dumps({"trials": recorded}))
+    for name in names:
+        (out / name).mkdir()
+        (out / name / "summary.json").write_text(json.dumps({"interrupted": False}))
+    before = (out / "sweep.json").read_text()
+    result = run_sweep(sweep, out, resume=True)
+    assert result.finished == names and not result.failed and not result.unfinished
+    assert (out / "sweep.json").read_text() == before  # nothing to record: left as it was
+    changed = load_sweep(_write(tmp_path, GOOD.replace("[0.01, 0.05]", "[0.01, 0.1]"), "changed.toml"))
+    with pytest.raises(SweepStateError, match="no longer describes the sweep"):
+        run_sweep(changed, out, resume=True)
+    (out / names[-1] / "summary.json").write_text(json.dumps({"interrupted": True}))  # one left to run
+    with pytest.raises(AssertionError, match="Ray was started"):
+        run_sweep(sweep, out, resume=True)
+
+
 def test_a_trial_folder_with_a_damaged_summary_is_run_again_not_finished(tmp_path):
     """A summary.json cut short (the driver killed while writing it) is no finished trial: the trial starts
     over (no checkpoints) or continues (checkpoints); it raised a JSONDecodeError before."""
