@@ -199,9 +199,9 @@ def _same_trial(old: dict[str, Any], new: dict[str, Any], run_dir: Path) -> bool
     schema); a trial of an older ``sweep.json`` that never started has neither, and counts as the same when
     its fingerprint or the values the sweep file sets for it are.
     """
-    from raysfl.sweep.trial import same_trial_scenario, stored_scenario
+    from raysfl.sweep.trial import same_trial_scenario
 
-    recorded = old.get("scenario") or stored_scenario(run_dir)
+    recorded = old.get("scenario") or _readable_stored_scenario(run_dir)
     if recorded is not None:
         return same_trial_scenario(recorded, new["scenario"])
     if old.get("fingerprint") == new["fingerprint"]:
@@ -236,13 +236,29 @@ def _trial_status(out: Path, name: str, planned: dict[str, Any] | None = None) -
     With the ``planned`` scenario, a finished run of another scenario is ``unfinished`` too: the trial, run
     again, fails naming the difference (a damaged summary is unfinished as well).
     """
+    from raysfl.run_files import RunDirError
     from raysfl.sweep.trial import same_trial_scenario, stored_scenario
 
     if finished_summary(out / name) is None:
         return "unfinished"
-    if planned is None or (stored := stored_scenario(out / name)) is None:
+    try:
+        stored = stored_scenario(out / name)
+    except RunDirError:  # a damaged config.toml: run again, the trial then fails naming the file
+        return "unfinished"
+    if planned is None or stored is None:
         return "finished"
     return "finished" if same_trial_scenario(stored, planned) else "unfinished"
+
+
+def _readable_stored_scenario(run_dir: Path) -> dict[str, Any] | None:
+    """The trial's stored scenario, ``None`` when it has none or it is damaged (its trial reports that)."""
+    from raysfl.run_files import RunDirError
+    from raysfl.sweep.trial import stored_scenario
+
+    try:
+        return stored_scenario(run_dir)
+    except RunDirError:
+        return None
 
 
 def trials_to_run(

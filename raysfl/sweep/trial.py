@@ -77,13 +77,19 @@ def tune_metrics(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def stored_scenario(out: Path) -> dict[str, Any] | None:
-    """The resolved scenario a run stored in ``out/config.toml`` (without its run facts), if there is one."""
-    from raysfl.config import read_toml
+    """The resolved scenario a run stored in ``out/config.toml`` (without its run facts), if there is one.
 
-    config = out / "config.toml"
-    if not config.is_file():
+    Read as the run's output, not as a scenario file: a run of 10,000 clients stores a device row per client
+    (about 1.5 MB), over :data:`raysfl.config.MAX_FILE_BYTES`, the cap of a scenario file.
+
+    Raises:
+        RunDirError: the file does not read as TOML (naming it).
+    """
+    from raysfl.run_files import read_config
+
+    if not (out / "config.toml").is_file():
         return None
-    doc = read_toml(config)
+    doc = read_config(out)
     for key in ("run", "devices"):
         doc.pop(key, None)
     return doc

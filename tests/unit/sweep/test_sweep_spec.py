@@ -331,6 +331,30 @@ def test_resuming_a_finished_sweep_starts_no_ray_and_a_changed_one_is_refused_fi
         run_sweep(sweep, out, resume=True)
 
 
+def test_a_finished_trial_of_ten_thousand_clients_reads_as_finished(tmp_path):
+    """A run's config.toml holds a device row per client: 10,000 clients make it about 1.5 MB, over the cap
+    of a scenario file, and reading it for the trial's status raised a ConfigError (in the driver, when
+    the trial ended). A damaged one is an unfinished trial, not an error of the sweep."""
+    from raysfl.engine.runner import run
+    from raysfl.scenario import scenario_from_dict
+    from raysfl.sweep.execute import trials_to_run
+    from raysfl.sweep.trial import stored_scenario
+    from tests.scenarios import TINY_GAS
+
+    out = tmp_path / "trial"
+    run(scenario_from_dict(TINY_GAS), out, backend="local")
+    planned = stored_scenario(out)
+    config = out / "config.toml"
+    text = config.read_text()
+    row = text[text.index("[[devices]]") : text.index("[[devices]]", text.index("[[devices]]") + 1)]
+    config.write_text(text + row * 10_000)  # the device table is the file's last table
+    assert config.stat().st_size > 1 << 20
+    assert stored_scenario(out) == planned
+    assert trials_to_run(["trial"], tmp_path, resume=True, planned={"trial": planned}) == []
+    config.write_text(text + "[[devices]\n")
+    assert trials_to_run(["trial"], tmp_path, resume=True, planned={"trial": planned}) == ["trial"]
+
+
 def test_a_trial_folder_with_a_damaged_summary_is_run_again_not_finished(tmp_path):
     """A summary.json cut short (the driver killed while writing it) is no finished trial: the trial starts
     over (no checkpoints) or continues (checkpoints); it raised a JSONDecodeError before."""
