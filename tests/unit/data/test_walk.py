@@ -2,7 +2,10 @@
 
 from pathlib import Path
 
-from raysfl.data.walk import files_below
+import pytest
+
+from raysfl.data.errors import DataCorruptError
+from raysfl.data.walk import MAX_FOLDER_VISITS, files_below
 
 
 def test_links_are_followed_every_time_and_only_a_link_up_the_tree_is_cut(tmp_path: Path) -> None:
@@ -21,3 +24,20 @@ def test_links_are_followed_every_time_and_only_a_link_up_the_tree_is_cut(tmp_pa
     assert names == ["a/l/x.jpg", "b/1.jpg", "b/2.jpg", "b/gone.jpg", "b/l/x.jpg"]
     # a walk started lower down, told what lies above it, cuts the same cycle
     assert [p.name for p in files_below(root / "b", (root,))] == ["1.jpg", "2.jpg", "gone.jpg", "x.jpg"]
+
+
+def test_links_that_fan_out_level_after_level_stop_the_walk_with_a_clear_error(tmp_path: Path) -> None:
+    """Each level links twice to the next: the last folder is reached through 2**depth paths (12 levels:
+    4096, 40 levels: 10**12); the walk stops at the first folder reached too often."""
+    depth = 12
+    levels = [tmp_path / f"level{i}" for i in range(depth + 1)]
+    for level in levels:
+        level.mkdir()
+    (levels[-1] / "x.jpg").write_bytes(b"x")
+    for upper, lower in zip(levels, levels[1:], strict=False):
+        (upper / "a").symlink_to(lower)
+        (upper / "b").symlink_to(lower)
+    with pytest.raises(DataCorruptError, match=f"through more than {MAX_FOLDER_VISITS} paths"):
+        list(files_below(levels[0]))
+    # six levels reach the last folder 2**6 = 64 times: allowed, every path listed
+    assert len(list(files_below(levels[depth - 6]))) == 2**6
