@@ -21,6 +21,8 @@ from raysfl.data.errors import DataCorruptError
 
 TRAIN_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
 TEST_BATCH = "test_batch"
+MAX_BATCH_BYTES = 64 << 20
+"""The largest batch file read (an official one is about 31 MB): a larger one is refused before it is read."""
 
 
 def _latin1_encode(text: str, encoding: str = "latin1") -> bytes:
@@ -112,9 +114,19 @@ def read_cifar_batches(folder: str | Path) -> dict[str, tuple[np.ndarray, np.nda
             path = folder / name
             if not path.is_file():
                 raise DataCorruptError(f"{path}: missing CIFAR-10 batch file")
+            _check_batch_size(path.stat().st_size, str(path))
             parts.append(decode_batch(path.read_bytes(), str(path)))
         out[split] = _join(parts)
     return out
+
+
+def _check_batch_size(size: int, where: str) -> None:
+    """Refuse a batch larger than :data:`MAX_BATCH_BYTES` before reading it into memory."""
+    if size > MAX_BATCH_BYTES:
+        raise DataCorruptError(
+            f"{where}: {size} bytes, more than a CIFAR-10 batch can hold "
+            f"({MAX_BATCH_BYTES >> 20} MiB at most; an official batch is about 31 MB)"
+        )
 
 
 def read_cifar_tarball(path: str | Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -130,6 +142,7 @@ def read_cifar_tarball(path: str | Path) -> dict[str, tuple[np.ndarray, np.ndarr
             for member in tar:
                 base = member.name.rsplit("/", 1)[-1]
                 if member.isfile() and base in (*TRAIN_BATCHES, TEST_BATCH):
+                    _check_batch_size(member.size, f"{path}:{member.name}")
                     handle = tar.extractfile(member)
                     if handle is not None:
                         found[base] = handle.read()

@@ -21,6 +21,8 @@ from PIL import Image
 from raysfl.data.errors import DataCorruptError
 from raysfl.data.walk import files_below
 
+MAX_IMAGE_BYTES = 64 << 20
+"""The largest image an archive member may be: a larger one is refused before it is read into memory."""
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".pgm", ".gif", ".webp", ".tif", ".tiff")
 
 Splits = dict[str, tuple[np.ndarray, np.ndarray]]
@@ -163,6 +165,11 @@ def read_image_tarball(
         with tarfile.open(path, "r|*") as tar:
             for member in tar:
                 if member.isfile() and _is_image(member.name):
+                    if member.size > MAX_IMAGE_BYTES:
+                        raise DataCorruptError(
+                            f"{path}:{member.name}: {member.size} bytes, more than an image of a dataset "
+                            f"should be ({MAX_IMAGE_BYTES >> 20} MiB at most)"
+                        )
                     handle = tar.extractfile(member)
                     if handle is not None:
                         yield member.name, handle.read()

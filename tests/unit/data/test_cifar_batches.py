@@ -54,6 +54,27 @@ def test_tarball_reader_without_extracting(tmp_path: Path, cifar_batch: Callable
     assert out["train"][0].shape[0] == 20
 
 
+def test_a_batch_larger_than_any_cifar_batch_is_refused_unread(
+    tmp_path: Path, cifar_batch: Callable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An archive member's header gives its size: a gzip of zeros can claim gigabytes in a few kilobytes,
+    so an oversized batch is refused from its size, in an archive or a folder, before it is read."""
+    import raysfl.data.cifar as cifar
+
+    _write_batches(tmp_path / "src" / "cifar-10-batches-py", cifar_batch)
+    archive = tmp_path / "cifar-10-python.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(tmp_path / "src" / "cifar-10-batches-py", arcname="cifar-10-batches-py")
+    size = (tmp_path / "src" / "cifar-10-batches-py" / "data_batch_1").stat().st_size
+    monkeypatch.setattr(cifar, "MAX_BATCH_BYTES", size - 1)  # the test batches stand in for huge ones
+    with pytest.raises(DataCorruptError, match=f"data_batch_1: {size} bytes, more than a CIFAR-10 batch"):
+        read_cifar_tarball(archive)
+    with pytest.raises(DataCorruptError, match=f"data_batch_1: {size} bytes, more than a CIFAR-10 batch"):
+        cifar.read_cifar_batches(tmp_path / "src" / "cifar-10-batches-py")
+    monkeypatch.setattr(cifar, "MAX_BATCH_BYTES", size)
+    assert read_cifar_tarball(archive)["train"][0].shape[0] == 20
+
+
 @pytest.mark.parametrize("protocol", [2, 4, 5])
 def test_python3_pickles_also_load(protocol: int) -> None:
     data = np.arange(2 * 3072, dtype=np.uint64).astype(np.uint8).reshape(2, 3072)

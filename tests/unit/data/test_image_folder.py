@@ -70,6 +70,21 @@ def test_tarball_equals_the_folder(
         np.testing.assert_array_equal(from_tar[split][1], from_dir[split][1])
 
 
+def test_an_archive_image_larger_than_any_image_is_refused_unread(
+    tmp_path: Path, make_image_tree: Callable, tar_folder: Callable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import raysfl.data.imagefolder as imagefolder
+
+    make_image_tree(tmp_path / "imgs")
+    archive = tar_folder(tmp_path / "imgs", tmp_path / "imgs.tar.gz", "")
+    largest = max(p.stat().st_size for p in (tmp_path / "imgs").rglob("*.png"))
+    monkeypatch.setattr(imagefolder, "MAX_IMAGE_BYTES", largest - 1)  # stands in for a huge member
+    with pytest.raises(DataCorruptError, match=f": {largest} bytes, more than an image of a dataset"):
+        read_image_tarball(archive)
+    monkeypatch.setattr(imagefolder, "MAX_IMAGE_BYTES", largest)
+    assert read_image_tarball(archive)[0]["train"][0].shape[0] > 0
+
+
 def test_damaged_trees_raise_data_corrupt(tmp_path: Path, make_image_tree: Callable) -> None:
     make_image_tree(tmp_path / "a")
     (tmp_path / "a" / "train" / "cat" / "0001.png").write_bytes(b"\x89PNG broken")
