@@ -5,8 +5,8 @@ Layout of a sweep's output directory ``OUT``:
     OUT/sweep.json       the plan (sweep file, every trial with its overrides and resources) and each
                          trial's status: finished | failed (with its error message) | unfinished
     OUT/<trial>/         one ordinary raysfl run directory per trial (config.toml, metrics.parquet, tb/, ...)
-    OUT/_tune/           Ray Tune's experiment: its state (for --resume), per-trial result.json and
-                         progress.csv
+    OUT/_tune/           Ray Tune's experiment: its state, per-trial result.json and progress.csv
+                         (written for Tune's tools; raysfl reads nothing from it)
 
 Trials run as Tune function trainables (:func:`raysfl.sweep.trial.run_trial`), each reserving the
 placement group of :func:`raysfl.sweep.resources.trial_resources`. ``--resume`` starts a new Tune run over
@@ -150,6 +150,8 @@ def check_out(out: Path, resume: bool, trials: Sequence[str] = ()) -> None:
     """
     if out.exists() and not out.is_dir():
         raise SweepStateError(f"--out {out} is a file, not a directory; choose another --out")
+    if out.is_dir():
+        _refuse_links_in_tune_folder(out / TUNE_NAME)
     taken = [name for name in trials if (out / name).exists()]
     if not resume and taken and not (out / SWEEP_STATUS).is_file():
         raise SweepStateError(
@@ -170,6 +172,32 @@ def check_out(out: Path, resume: bool, trials: Sequence[str] = ()) -> None:
         raise SweepStateError(
             f"{out} already holds a sweep; nothing was changed in it. Continue it with --resume, or pick "
             "another --out."
+        )
+
+
+def _refuse_links_in_tune_folder(tune_dir: Path) -> None:
+    """Refuse a Tune folder holding a symbolic link, before Tune writes in it.
+
+    Tune rewrites its files there (``tuner.pkl``, each trial's ``params.json`` and ``result.json``) and
+    would write through a link planted in a sweep folder received from someone else.
+
+    Raises:
+        SweepStateError: naming the first link found and where it points.
+    """
+    if tune_dir.is_symlink():
+        found = [str(tune_dir)]
+    else:
+        found = [
+            os.path.join(folder, name)
+            for folder, dirs, files in os.walk(tune_dir)  # links to folders are listed, not followed
+            for name in sorted(dirs + files)
+            if os.path.islink(os.path.join(folder, name))
+        ]
+    if found:
+        raise SweepStateError(
+            f"{found[0]} is a symbolic link (to {os.readlink(found[0])}); Ray Tune rewrites the files in "
+            f"{tune_dir.name}/ and would write through it. Remove the link (or the whole {tune_dir.name} "
+            "folder: raysfl reads nothing from it) and run the sweep again."
         )
 
 

@@ -331,6 +331,37 @@ def test_resuming_a_finished_sweep_starts_no_ray_and_a_changed_one_is_refused_fi
         run_sweep(sweep, out, resume=True)
 
 
+def test_a_sweep_refuses_links_planted_in_the_tune_folder(tmp_path):
+    """Tune rewrites tuner.pkl and each trial's params.json and result.json: a link planted there in a
+    received sweep folder (to ~/.bashrc, say) is refused before Ray starts, and its target is untouched."""
+    import json
+
+    from raysfl.sweep.execute import SweepStateError, check_out
+
+    target = tmp_path / "bashrc"
+    target.write_text("untouched\n")
+    out = tmp_path / "out"
+    (out / "_tune" / "gas_seed1").mkdir(parents=True)
+    (out / "sweep.json").write_text(json.dumps({"trials": {}}))
+    check_out(out, resume=True)  # a Tune folder without links is fine
+    (out / "_tune" / "gas_seed1" / "params.json").symlink_to(target)
+    with pytest.raises(SweepStateError, match=r"gas_seed1/params\.json is a symbolic link \(to .*bashrc\)"):
+        check_out(out, resume=True)
+    (out / "_tune" / "gas_seed1" / "params.json").unlink()
+    (out / "_tune" / "gas_seed2").symlink_to(tmp_path)  # a linked trial folder: listed, not followed
+    with pytest.raises(SweepStateError, match=r"_tune/gas_seed2 is a symbolic link"):
+        check_out(out, resume=True)
+    (out / "_tune" / "gas_seed2").unlink()
+    (out / "_tune").rename(tmp_path / "elsewhere")
+    (out / "_tune").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(SweepStateError, match=r"out/_tune is a symbolic link"):
+        check_out(out, resume=True)
+    (out / "sweep.json").unlink()  # a new sweep into a folder holding only a linked Tune folder
+    with pytest.raises(SweepStateError, match=r"out/_tune is a symbolic link"):
+        check_out(out, resume=False)
+    assert target.read_text() == "untouched\n"
+
+
 def test_a_finished_trial_of_ten_thousand_clients_reads_as_finished(tmp_path):
     """A run's config.toml holds a device row per client: 10,000 clients make it about 1.5 MB, over the cap
     of a scenario file, and reading it for the trial's status raised a ConfigError (in the driver, when
