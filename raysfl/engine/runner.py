@@ -383,6 +383,7 @@ def run(
     if ck is None:
         write_config(prep, out, backend)
     wall0, restarts = time.monotonic(), 0
+    lost: WorkerLostError | None = None  # the loss that caused the latest restart
     wall_before = checkpoint_wall_s(ck) if ck is not None else 0.0  # a resumed run's earlier attempts
     placed: dict[str, Any] = {}  # where the first attempt's actors went: a restart keeps the server's device
     on = f" --address {address}" if address else ""  # for the advice of a run that gives up
