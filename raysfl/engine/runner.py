@@ -499,15 +499,20 @@ def _attempt(
         )
         externals = {"setup": prep.setup, "time_model": prep.time_model, "profile": prep.profile}
         eng = sc.engine
-        checkpointer = Checkpointer(
-            out / "checkpoints", eng.checkpoint_every, eng.keep_checkpoints, scenario_doc, externals, sinks
+        checkpointer = Checkpointer(  # extra sinks are resumed too (a sweep's Tune reports), not saved
+            out / "checkpoints",
+            eng.checkpoint_every,
+            eng.keep_checkpoints,
+            scenario_doc,
+            externals,
+            [*sinks, *extra_sinks],
         )
         if inject_fault and eng.kill_pool_at_iteration:
             checkpointer.hooks.append(_pool_killer(eng.kill_pool_at_iteration))
         if ck is not None:
             checkpointer.restore(coordinator, ck)
         elif not inject_fault:  # a restart from the start: forget what the failed attempt logged
-            for s in sinks:
+            for s in [*sinks, *extra_sinks]:
                 if isinstance(s, ResumableSink):
                     s.resume(None, [])
         interrupted = False

@@ -40,17 +40,34 @@ class TrialTask:
 
 
 class TuneSink:
-    """A run sink that reports each evaluation to Ray Tune (global iteration, accuracy, times, bytes)."""
+    """A run sink that reports each evaluation to Ray Tune (global iteration, accuracy, times, bytes), once.
+
+    A trial continued from a checkpoint by a resumed sweep runs in a new Tune run, whose ``result.json`` for
+    the trial starts empty: the sink first reports the checkpoint's evaluations, so the file holds the whole
+    curve. An attempt restarted after a lost worker repeats evaluations Tune already has: those are skipped.
+    """
 
     def __init__(self, report: Any) -> None:
         self._report = report
+        self._seen = 0  # the run's evaluations so far, counted from its start
+        self._reported = 0  # how many of them Tune has been given
 
     def on_event(self, row: Mapping[str, Any]) -> None:
         """Events are not reported to Tune (the run's own events.parquet has them)."""
 
     def on_eval(self, row: dict[str, Any]) -> None:
-        """One Tune result per evaluation."""
-        self._report(tune_metrics(row))
+        """One Tune result per evaluation not reported before."""
+        self._seen += 1
+        if self._seen > self._reported:
+            self._report(tune_metrics(row))
+            self._reported = self._seen
+
+    def resume(self, state: Any, evals: list[dict[str, Any]]) -> None:
+        """Report the evaluations Tune lacks; the run goes on after ``evals`` (none: it starts again)."""
+        self._seen = len(evals)
+        for row in evals[self._reported :]:
+            self._report(tune_metrics(row))
+        self._reported = max(self._reported, self._seen)
 
     def close(self) -> None:
         """Nothing to flush."""
@@ -155,9 +172,12 @@ def run_trial(config: dict[str, Any], tasks: dict[str, TrialTask]) -> None:
         os.environ["RAYSFL_DATA"] = task.data_env
     out = Path(task.out_dir)
     state = trial_state(out, task.scenario)
-    if state == "finished":
+    if state == "finished":  # Tune's result.json for it starts empty in this Tune run: the whole curve
         rows = _metrics_rows(out)
-        tune.report(tune_metrics(rows[-1]) if rows else {"global_iteration": 0})
+        for row in rows:
+            tune.report(tune_metrics(row))
+        if not rows:
+            tune.report({"global_iteration": 0})
         return
     if state == "partial":  # a run stopped before anything to continue from: only its own outputs go
         clear_outputs(out)

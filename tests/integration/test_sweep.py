@@ -185,6 +185,10 @@ def test_a_sigkilled_sweep_resumes_without_rerunning_finished_trials(sweep_file,
     assert [t["status"] for t in status["trials"].values()] == ["finished"] * 4
     for trial in TRIALS:  # whatever was cut short continued or restarted to the uninterrupted result
         assert _rows(out / trial / "metrics.parquet") == _rows(swept / trial / "metrics.parquet"), trial
+        # Tune's history of the trial is whole too: a trial continued from a checkpoint reports it first
+        results = (out / "_tune" / trial / "result.json").read_text().splitlines()
+        reported = [json.loads(line)["global_iteration"] for line in results]
+        assert reported == [r["iteration"] for r in _rows(out / trial / "metrics.parquet")], trial
 
 
 def test_a_second_ctrl_c_still_says_how_to_resume(sweep_file, tmp_path):
