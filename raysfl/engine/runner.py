@@ -335,7 +335,9 @@ def run(
     is written until Ray has started or joined the cluster.
 
     ``extra_sinks`` receive the event and evaluation rows besides the run's own logs (a sweep trial
-    reports each evaluation to Ray Tune this way); they are not closed by the run.
+    reports each evaluation to Ray Tune this way); they are not closed by the run. One with a
+    ``resume(state, evals)`` method (:class:`~raysfl.engine.loop.ResumableSink`) is told where a resumed or
+    restarted attempt goes on, with ``state = None`` (extra sinks are not saved in checkpoints).
 
     ``resume``: continue ``out_dir`` from its newest checkpoint (:mod:`raysfl.engine.checkpoint`); the
     final metrics equal those of an uninterrupted run. A worker that dies mid-run (a killed pool process,
