@@ -41,12 +41,17 @@ def _damaged(path: Path, err: Exception) -> RunDirError:
     return RunDirError(f"{path}: damaged or not raysfl's ({error_line(err)})")
 
 
+DEVICE_TABLE = "\n[[devices]]\n"
+"""Where ``config.toml``'s device table starts: a row per client, the file's last table (raysfl's TOML writer
+puts arrays of tables last, and ``devices`` is the last of them)."""
+
+
 def read_summary(run_dir: Path, required: tuple[str, ...] = ()) -> dict[str, Any]:
     """``summary.json`` as a dict holding the ``required`` keys."""
     path = run_dir / "summary.json"
     try:
         summary = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, RecursionError) as err:  # RecursionError: nesting thousands deep
         raise _damaged(path, err) from None
     if not isinstance(summary, dict):
         raise _damaged(path, ValueError("not a JSON object"))
@@ -57,11 +62,16 @@ def read_summary(run_dir: Path, required: tuple[str, ...] = ()) -> dict[str, Any
 
 
 def read_config(run_dir: Path) -> dict[str, Any]:
-    """``config.toml`` as a dict."""
+    """``config.toml`` as a dict, without its device table (:data:`DEVICE_TABLE`: cut before parsing).
+
+    A run of 10,000 clients stores 1.5 MB of device rows, which no reader here uses: parsing them took
+    longer than the rest of the file.
+    """
     path = run_dir / "config.toml"
     try:
-        return tomllib.loads(path.read_text())
-    except (OSError, ValueError) as err:  # tomllib.TOMLDecodeError and UnicodeDecodeError are ValueErrors
+        text = path.read_text()
+        return tomllib.loads(text.split(DEVICE_TABLE, 1)[0] + "\n")
+    except (OSError, ValueError, RecursionError) as err:  # TOMLDecodeError, UnicodeDecodeError: ValueErrors
         raise _damaged(path, err) from None
 
 

@@ -33,7 +33,7 @@ import json
 import pickle
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -240,7 +240,7 @@ def run_summary(run_dir: Path) -> dict[str, Any] | None:
     """``run_dir``'s ``summary.json`` (finished or interrupted); ``None`` when missing or unreadable."""
     try:
         summary = json.loads((run_dir / SUMMARY_FILE).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nesting thousands deep
         return None
     return summary if isinstance(summary, dict) else None
 
@@ -287,7 +287,9 @@ class Checkpointer:
     """Decides when to checkpoint, writes checkpoints, restores a coordinator from one.
 
     ``externals`` are the driver objects a fresh build recreates (the run setup, the time model, the
-    model profile): the policy refers to them, a checkpoint stores only their names.
+    model profile): the policy refers to them, a checkpoint stores only their names. ``sinks`` are the
+    run's own logs, saved in checkpoints and restored from them; ``extra_sinks`` (a sweep's Tune reports)
+    are never saved, and a restore tells those that can resume where the run goes on, with no state.
     """
 
     def __init__(
@@ -298,6 +300,7 @@ class Checkpointer:
         scenario_doc: dict[str, Any],
         externals: dict[str, Any],
         sinks: list[Any],
+        extra_sinks: Sequence[Any] = (),
     ) -> None:
         self.dir = ck_dir
         self.every = every
@@ -306,6 +309,7 @@ class Checkpointer:
         self.fingerprint = fingerprint(scenario_doc)
         self.externals = externals
         self.sinks = sinks
+        self.extra_sinks = list(extra_sinks)
         self.next_at = every
         self.hooks: list[Any] = []  # called with (coordinator, iteration) after every event
 
@@ -377,6 +381,9 @@ class Checkpointer:
         for sink in self.sinks:
             if isinstance(sink, ResumableSink):
                 sink.resume(sink_states.get(type(sink).__name__), coordinator.totals.evals)
+        for sink in self.extra_sinks:
+            if isinstance(sink, ResumableSink):
+                sink.resume(None, coordinator.totals.evals)
         self.next_at = int(ck["next_at"])
 
 

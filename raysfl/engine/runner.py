@@ -164,9 +164,25 @@ def clear_outputs(out: Path) -> None:
             path.unlink()
 
 
-def write_config(prep: Prepared, out: Path, backend: str) -> None:
-    """``config.toml``: the resolved scenario, what ran, and the device table."""
-    replace_text(out / "config.toml", dumps_toml(config_doc(prep, backend)))
+def write_config(prep: Prepared, out: Path, backend: str) -> dict[str, Any]:
+    """``config.toml``: the resolved scenario, what ran, and the device table; returns what it wrote."""
+    doc = config_doc(prep, backend)
+    replace_text(out / "config.toml", dumps_toml(doc))
+    return doc
+
+
+def shown_config(prep: Prepared, out: Path, backend: str) -> dict[str, Any]:
+    """What TensorBoard shows of a continued run's configuration.
+
+    Its ``config.toml``, written by its first attempt (commit, version and backend included), or what this
+    attempt would write where that file is unreadable.
+    """
+    from raysfl.run_files import RunDirError, read_config
+
+    try:
+        return read_config(out)
+    except RunDirError:
+        return config_doc(prep, backend)
 
 
 def config_doc(prep: Prepared, backend: str) -> dict[str, Any]:
@@ -201,8 +217,8 @@ def _finite(obj: Any) -> Any:
     return obj
 
 
-def _sinks(sc: Scenario, out: Path, config: dict[str, Any]) -> list[Sink]:
-    """The run's output sinks; ``config`` (:func:`config_doc`) is shown in TensorBoard."""
+def _sinks(sc: Scenario, out: Path, config: dict[str, Any] | None) -> list[Sink]:
+    """The run's output sinks; ``config`` (``config.toml``'s content) is shown in TensorBoard."""
     sinks: list[Sink] = [MetricsLog(out / "metrics.parquet")]
     if sc.metrics.events:
         sinks.append(EventLog(out / "events.parquet", schema=event_schema(sc.algorithm_spec.event_columns)))
@@ -382,8 +398,10 @@ def run(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise OutDirError(f"cannot create the run directory {out}: {err.strerror or err}") from None
-    if ck is None:
-        write_config(prep, out, backend)
+    written = write_config(prep, out, backend) if ck is None else None
+    shown: dict[str, Any] | None = None  # the configuration TensorBoard shows
+    if prep.scenario.metrics.tensorboard:
+        shown = written if written is not None else shown_config(prep, out, backend)
     wall0, restarts = time.monotonic(), 0
     lost: WorkerLostError | None = None  # the loss that caused the latest restart
     wall_before = checkpoint_wall_s(ck) if ck is not None else 0.0  # a resumed run's earlier attempts
@@ -394,7 +412,7 @@ def run(
             kept = "cuda" if restarts and str(placed.get("device", "")).startswith("cuda") else None
             attempt = _attempt(
                 prep, out, backend, address, scenario_doc, ck, restarts == 0, tuple(extra_sinks), kept,
-                placed if not restarts else None,
+                placed if not restarts else None, shown,
             )  # fmt: skip
             break
         except WorkerLostError as err:
@@ -463,10 +481,12 @@ def _attempt(
     extra_sinks: tuple[Sink, ...] = (),
     server_device: str | None = None,
     placed: dict[str, Any] | None = None,
+    shown: dict[str, Any] | None = None,
 ) -> tuple[Totals, dict[str, Any], bool]:
     """One go at the run on fresh workers, from ``ck`` (or the start); returns (totals, placement, ^C).
 
-    ``inject_fault`` is true on the first attempt only (fault injection fires once per run).
+    ``inject_fault`` is true on the first attempt only (fault injection fires once per run). ``shown`` is
+    the configuration TensorBoard shows (``config.toml``).
     ``server_device`` replaces ``engine.server_device`` (a restart keeps the server's device); ``placed``
     receives where the actors were placed as soon as they are, so a restart knows it should the attempt fail.
     """
@@ -490,7 +510,7 @@ def _attempt(
         assert spec.make_policy is not None  # check_spec refuses a spec without one
         policy = check_logic(spec.make_policy(prep.setup, prep.time_model, prep.profile, rng), Policy, spec)
         clock = RealtimeClock(sc.engine.time_scale) if sc.engine.clock == "realtime" else VirtualClock()
-        sinks = _sinks(sc, out, config_doc(prep, backend))
+        sinks = _sinks(sc, out, shown)
         coordinator = Coordinator(
             policy,
             dispatcher,
@@ -501,13 +521,14 @@ def _attempt(
         )
         externals = {"setup": prep.setup, "time_model": prep.time_model, "profile": prep.profile}
         eng = sc.engine
-        checkpointer = Checkpointer(  # extra sinks are resumed too (a sweep's Tune reports), not saved
+        checkpointer = Checkpointer(
             out / "checkpoints",
             eng.checkpoint_every,
             eng.keep_checkpoints,
             scenario_doc,
             externals,
-            [*sinks, *extra_sinks],
+            sinks,
+            extra_sinks,  # resumed with the run's sinks (a sweep's Tune reports), never saved
         )
         if inject_fault and eng.kill_pool_at_iteration:
             checkpointer.hooks.append(_pool_killer(eng.kill_pool_at_iteration))

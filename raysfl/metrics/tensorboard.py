@@ -50,6 +50,9 @@ WRITTEN_ABOVE = frozenset(
 HPARAM_SECTIONS = ("data", "model", "system", "federation", "train", "algorithm")
 """The scenario tables that define the experiment; ``engine`` and ``metrics`` say how it runs, not what."""
 
+EXACT_INT = 2**53
+"""The largest integer a double holds exactly (HParams numbers are doubles)."""
+
 PER_CLIENT = (("devices",), ("run", "client_sizes"))
 """Entries of ``config.toml`` with a row or a number per client, left out of the text."""
 
@@ -57,9 +60,9 @@ PER_CLIENT = (("devices",), ("run", "client_sizes"))
 def hparams_of(config: Mapping[str, Any]) -> dict[str, bool | int | float | str]:
     """The run's hyperparameters: ``seed``, ``name`` and every leaf of :data:`HPARAM_SECTIONS`.
 
-    Keys are dotted paths as in ``--set`` (``algorithm.params.q_s``). HParams holds booleans, finite numbers
-    and strings: a list or an infinite number becomes its TOML text, and an empty table or a missing value
-    is left out.
+    Keys are dotted paths as in ``--set`` (``algorithm.params.q_s``). HParams holds booleans, strings and
+    finite doubles: a list, an infinite number or an integer beyond 2**53 becomes its text, and an empty
+    table, a missing value or any other type is left out.
     """
     out: dict[str, bool | int | float | str] = {}
 
@@ -69,6 +72,11 @@ def hparams_of(config: Mapping[str, Any]) -> dict[str, bool | int | float | str]
                 walk(f"{prefix}.{key}", inner)
         elif isinstance(value, float) and not math.isfinite(value):
             out[prefix] = toml_value(value)  # "inf": the dashboard's JSON has no infinite numbers
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > EXACT_INT:
+            # HParams numbers are doubles: a larger int would show rounded (or not convert at all)
+            out[prefix] = (
+                str(value) if value.bit_length() <= 10_000 else f"an int of {value.bit_length()} bits"
+            )
         elif isinstance(value, (bool, int, float, str)):
             out[prefix] = value
         elif isinstance(value, (list, tuple)):

@@ -184,18 +184,27 @@ def _refuse_links_in_tune_folder(tune_dir: Path) -> None:
     Raises:
         SweepStateError: naming the first link found and where it points.
     """
-    if tune_dir.is_symlink():
-        found = [str(tune_dir)]
-    else:
-        found = [
-            os.path.join(folder, name)
-            for folder, dirs, files in os.walk(tune_dir)  # links to folders are listed, not followed
-            for name in sorted(dirs + files)
-            if os.path.islink(os.path.join(folder, name))
-        ]
-    if found:
+    link = str(tune_dir) if tune_dir.is_symlink() else None
+    pending = [str(tune_dir)] if link is None and tune_dir.is_dir() else []
+    while pending and link is None:  # iterative: a folder nested thousands deep is no RecursionError
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as entries:
+                for entry in sorted(entries, key=lambda e: e.name):
+                    if entry.is_symlink():
+                        link = entry.path
+                        break
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+        except OSError as err:  # a folder it cannot list could hide a link
+            raise SweepStateError(
+                f"cannot check {folder} for links ({err.strerror or err}); Ray Tune writes in "
+                f"{tune_dir.name}/. Make it readable, or remove the {tune_dir.name} folder (raysfl reads "
+                "nothing from it), and run the sweep again."
+            ) from None
+    if link is not None:
         raise SweepStateError(
-            f"{found[0]} is a symbolic link (to {os.readlink(found[0])}); Ray Tune rewrites the files in "
+            f"{link} is a symbolic link (to {os.readlink(link)}); Ray Tune rewrites the files in "
             f"{tune_dir.name}/ and would write through it. Remove the link (or the whole {tune_dir.name} "
             "folder: raysfl reads nothing from it) and run the sweep again."
         )
@@ -372,6 +381,7 @@ def run_sweep(
         _check_same_sweep(out, {"trials": entries})
         planned = {name: entry["scenario"] for name, entry in entries.items()}
         if (out / SWEEP_STATUS).is_file() and not trials_to_run(names, out, resume, planned):
+            _record_all_finished(out)
             return SweepResult(out, finished=names, failed={}, unfinished=[])
     ensure_ray(address)
     cluster = {k: float(v) for k, v in ray.cluster_resources().items()}
@@ -414,6 +424,21 @@ def run_sweep(
         if result.error is not None and result.config:
             status.failed[result.config["trial"]] = _root_cause(result.error)
     return status.write()
+
+
+def _record_all_finished(out: Path) -> None:
+    """Mark every trial of ``sweep.json`` finished, keeping the rest (the resources it was planned with).
+
+    A driver killed after a trial's summary but before its status write had left that trial unfinished.
+    """
+    doc = json.loads((out / SWEEP_STATUS).read_text())
+    trials = doc.get("trials", {})
+    if all(entry.get("status") == "finished" for entry in trials.values()):
+        return
+    for entry in trials.values():
+        entry["status"] = "finished"
+        entry.pop("error", None)
+    replace_text(out / SWEEP_STATUS, json.dumps(doc, indent=2) + "\n")
 
 
 def _without_tune_restore_advice(record: logging.LogRecord) -> bool:

@@ -96,8 +96,9 @@ def tune_metrics(row: dict[str, Any]) -> dict[str, Any]:
 def stored_scenario(out: Path) -> dict[str, Any] | None:
     """The resolved scenario a run stored in ``out/config.toml`` (without its run facts), if there is one.
 
-    Read as the run's output, not as a scenario file: a run of 10,000 clients stores a device row per client
-    (about 1.5 MB), over :data:`raysfl.config.MAX_FILE_BYTES`, the cap of a scenario file.
+    Read as the run's output (:func:`raysfl.run_files.read_config`, without the device table), not as a
+    scenario file: a run of 10,000 clients stores a device row per client (about 1.5 MB), over
+    :data:`raysfl.config.MAX_FILE_BYTES`, the cap of a scenario file.
 
     Raises:
         RunDirError: the file does not read as TOML (naming it).

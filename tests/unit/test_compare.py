@@ -191,6 +191,12 @@ def test_damaged_runs_and_folders_without_runs_are_named(tmp_path, capsys):
             lambda p: p.write_text('reference = "x"\n'),
             "damaged or not raysfl's ([reference] is not a table)",
         ),
+        (  # nested thousands deep: the parser's RecursionError, once a traceback
+            "config.toml",
+            lambda p: p.write_text("x = " + "[" * 5000 + "]" * 5000 + "\n"),
+            "damaged or not raysfl's (maximum recursion depth exceeded",
+        ),
+        ("summary.json", lambda p: p.write_text("[" * 100_000), "damaged or not raysfl's (maximum recursion"),
     ):
         copy = tmp_path / f"damaged-{name}"
         shutil.rmtree(copy, ignore_errors=True)

@@ -159,12 +159,13 @@ def test_a_resumed_runs_wall_time_goes_on_from_its_checkpoint(tmp_path):
     assert resumed["events_per_s"] == pytest.approx(resumed["events"] / resumed["wall_s"])
 
 
-def test_tensorboard_is_rewritten_without_the_crashed_attempts_tail(tmp_path):
+def test_tensorboard_is_rewritten_without_the_crashed_attempts_tail(tmp_path, monkeypatch):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     sc = scenario_from_dict(tiny("gas"))
     runner.run(sc, tmp_path / "full", backend="local")
     crashed = crash_after(tmp_path / "full", tmp_path / "crashed", "ckpt-000002.pt")
+    monkeypatch.setattr(runner, "source_commit", lambda: "the-resuming-checkout")  # resumed by newer code
     runner.run(sc, crashed, backend="local", resume=True)
 
     def scalars(run: Path) -> dict:
@@ -174,7 +175,9 @@ def test_tensorboard_is_rewritten_without_the_crashed_attempts_tail(tmp_path):
     full, again = scalars(tmp_path / "full"), scalars(crashed)
     assert len(list((crashed / "tb").glob("events.out.tfevents.*"))) == 1
     acc = EventAccumulator(str(crashed / "tb")).Reload()
-    assert len(acc.Tensors("config/text_summary")) == 1  # the configuration is written again, once
+    (text,) = acc.Tensors("config/text_summary")  # the configuration is written again, once: config.toml's
+    assert "the-resuming-checkout" not in text.tensor_proto.string_val[0].decode()
+    assert "the-resuming-checkout" not in (crashed / "config.toml").read_text()
     assert "_hparams_/session_start_info" in acc.PluginTagToContent("hparams")
     for tag in ("test/accuracy", "test/loss", "comm/bytes_up", "time/emulated_s"):
         assert again[tag] == full[tag], tag

@@ -116,7 +116,8 @@ def test_tensorboard_shows_the_configuration_and_its_hyperparameters(tmp_path):
 
 
 def test_hyperparameters_write_lists_as_toml_and_leave_out_what_has_no_value():
-    from raysfl.metrics.tensorboard import hparams_of
+    """A user method's ``Any`` parameter may hold an int no double holds: text, not an OverflowError."""
+    from raysfl.metrics.tensorboard import hparams_of, session_start
 
     config = {
         "seed": 3,
@@ -124,6 +125,7 @@ def test_hyperparameters_write_lists_as_toml_and_leave_out_what_has_no_value():
         "description": "not a hyperparameter",
         "model": {"name": "cnn", "widths": [8, 16], "head": {}},
         "train": {"lr": 0.01, "clip_grad_norm": None, "max_emulated_s": float("inf")},
+        "algorithm": {"params": {"big": 10**400, "exact": 2**53, "low": -(2**53) - 1, "huge": 1 << 20_000}},
         "engine": {"pools": 2},
     }
     assert hparams_of(config) == {
@@ -132,8 +134,14 @@ def test_hyperparameters_write_lists_as_toml_and_leave_out_what_has_no_value():
         "model.name": "cnn",
         "model.widths": "[8, 16]",
         "train.max_emulated_s": "inf",
+        "algorithm.params.big": str(10**400),  # HParams numbers are doubles: as text, never rounded
+        "algorithm.params.exact": 2**53,
+        "algorithm.params.low": str(-(2**53) - 1),
+        "algorithm.params.huge": "an int of 20001 bits",  # str() refuses ints of over 4300 digits
         "train.lr": 0.01,
     }
+    start = session_start(hparams_of(config))
+    assert start.value[0].tag == "_hparams_/session_start_info"
 
 
 def test_an_evaluation_before_any_server_step_has_no_training_loss(tmp_path):

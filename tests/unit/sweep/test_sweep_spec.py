@@ -319,10 +319,15 @@ def test_resuming_a_finished_sweep_starts_no_ray_and_a_changed_one_is_refused_fi
     for name in names:
         (out / name).mkdir()
         (out / name / "summary.json").write_text(json.dumps({"interrupted": False}))
-    before = (out / "sweep.json").read_text()
     result = run_sweep(sweep, out, resume=True)
     assert result.finished == names and not result.failed and not result.unfinished
-    assert (out / "sweep.json").read_text() == before  # nothing to record: left as it was
+    recorded = json.loads((out / "sweep.json").read_text())["trials"]  # a kill had left them unrecorded
+    assert {n: (t["status"], t["set"]) for n, t in recorded.items()} == {
+        t.name: ("finished", dict(t.assignments)) for t in sweep.trials
+    }
+    before = (out / "sweep.json").read_text()
+    run_sweep(sweep, out, resume=True)
+    assert (out / "sweep.json").read_text() == before  # nothing more to record: left as it was
     changed = load_sweep(_write(tmp_path, GOOD.replace("[0.01, 0.05]", "[0.01, 0.1]"), "changed.toml"))
     with pytest.raises(SweepStateError, match="no longer describes the sweep"):
         run_sweep(changed, out, resume=True)
@@ -344,6 +349,21 @@ def test_a_sweep_refuses_links_planted_in_the_tune_folder(tmp_path):
     (out / "_tune" / "gas_seed1").mkdir(parents=True)
     (out / "sweep.json").write_text(json.dumps({"trials": {}}))
     check_out(out, resume=True)  # a Tune folder without links is fine
+    made = [out / "_tune" / "deep"]
+    for _ in range(1200):  # deeper than Python's recursion limit: walked without recursion
+        made.append(made[-1] / "d")
+    try:
+        for folder in made:
+            folder.mkdir()
+        check_out(out, resume=True)
+        (made[-1] / "x").symlink_to(target)
+        with pytest.raises(SweepStateError, match=r"d/x is a symbolic link"):
+            check_out(out, resume=True)
+    finally:  # removed here, whatever happened: shutil.rmtree (pytest's clean-up too) recurses
+        (made[-1] / "x").unlink(missing_ok=True)
+        for folder in reversed(made):
+            if folder.exists():
+                folder.rmdir()
     (out / "_tune" / "gas_seed1" / "params.json").symlink_to(target)
     with pytest.raises(SweepStateError, match=r"gas_seed1/params\.json is a symbolic link \(to .*bashrc\)"):
         check_out(out, resume=True)
@@ -381,8 +401,12 @@ def test_a_finished_trial_of_ten_thousand_clients_reads_as_finished(tmp_path):
     config.write_text(text + row * 10_000)  # the device table is the file's last table
     assert config.stat().st_size > 1 << 20
     assert stored_scenario(out) == planned
+    from raysfl.run_files import read_config
+
+    kept = read_config(out)  # the device table is cut before parsing; the rest is all there
+    assert "devices" not in kept and kept["run"]["client_sizes"] and kept["algorithm"]["name"] == "gas"
     assert trials_to_run(["trial"], tmp_path, resume=True, planned={"trial": planned}) == []
-    config.write_text(text + "[[devices]\n")
+    config.write_text("seed = [\n" + text)
     assert trials_to_run(["trial"], tmp_path, resume=True, planned={"trial": planned}) == ["trial"]
 
 

@@ -42,3 +42,40 @@ def test_an_evaluation_is_reported_once_whatever_the_attempts_repeat():
     new_process.resume(None, rows[:3])
     new_process.on_eval(rows[3])
     assert [r["global_iteration"] for r in fresh] == [0, 1, 2, 3]
+
+
+class _SinkWithState:
+    """An extra sink that could be checkpointed and resumed, recording what the run asks of it."""
+
+    def __init__(self) -> None:
+        self.saved: list[str] = []
+        self.resumed: list[tuple[object, int]] = []
+
+    def on_event(self, row: dict) -> None:
+        pass
+
+    def on_eval(self, row: dict) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def checkpoint(self, ck_dir, tag: str) -> dict:
+        self.saved.append(tag)
+        return {"tag": tag}
+
+    def resume(self, state: object, evals: list[dict]) -> None:
+        self.resumed.append((state, len(evals)))
+
+
+def test_extra_sinks_are_never_saved_in_checkpoints_and_resume_with_no_state(tmp_path):
+    """The run's own logs are checkpointed by class name: an extra sink saved there could overwrite the
+    state of a run's sink of the same class, or seal files beside the run's own."""
+    sc = scenario_from_dict(tiny("gas"))
+    first = _SinkWithState()
+    runner.run(sc, tmp_path / "full", backend="local", extra_sinks=[first])
+    assert first.saved == [] and first.resumed == []
+    crashed = crash_after(tmp_path / "full", tmp_path / "crashed", "ckpt-000002.pt")
+    again = _SinkWithState()
+    runner.run(sc, crashed, backend="local", resume=True, extra_sinks=[again])
+    assert again.saved == [] and again.resumed == [(None, 3)]  # the evaluations up to the checkpoint
