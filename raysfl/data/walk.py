@@ -24,15 +24,38 @@ def files_below(folder: Path, inside: tuple[Path, ...] = ()) -> Iterator[Path]:
     """Every non-folder entry below ``folder`` (dangling links included), depth first, names sorted.
 
     ``inside``: the folders above ``folder`` in a walk that started higher up (a reader of ``root/train/cat``
-    passes ``root`` and ``root/train``), so a link back to any of them is a cycle here too.
+    passes ``root`` and ``root/train``), so a link back to any of them is a cycle here too. The walk keeps
+    its own stack, so a tree thousands of folders deep is no RecursionError.
     """
-    yield from _below(folder, tuple(os.path.realpath(p) for p in inside), {})
+    visits: dict[str, int] = {}
+    first = _open(folder, tuple(os.path.realpath(p) for p in inside), visits)
+    stack = [] if first is None else [first]
+    while stack:
+        entries, parents = stack[-1]
+        entry = next(entries, None)
+        if entry is None:
+            stack.pop()
+        elif entry.is_dir():  # follows links
+            # a plain folder's real path extends its parent's: realpath only for a link (linear, not
+            # quadratic, in a deep tree)
+            real = None if entry.is_symlink() else os.path.join(parents[-1], entry.name)
+            below = _open(Path(entry.path), parents, visits, real)
+            if below is not None:
+                stack.append(below)
+        else:
+            yield Path(entry.path)
 
 
-def _below(folder: Path, parents: tuple[str, ...], visits: dict[str, int]) -> Iterator[Path]:
-    real = os.path.realpath(folder)
+def _open(
+    folder: Path, parents: tuple[str, ...], visits: dict[str, int], real: str | None = None
+) -> tuple[Iterator[os.DirEntry[str]], tuple[str, ...]] | None:
+    """``folder``'s entries sorted by name, and the real folders down to it; ``None`` for a link back up.
+
+    ``real``: ``folder``'s real path where the caller knows it (else it is resolved).
+    """
+    real = real if real is not None else os.path.realpath(folder)
     if real in parents:  # a link back up the tree
-        return
+        return None
     visits[real] = visits.get(real, 0) + 1
     if visits[real] > MAX_FOLDER_VISITS:
         raise DataCorruptError(
@@ -40,9 +63,6 @@ def _below(folder: Path, parents: tuple[str, ...], visits: dict[str, int]) -> It
             f"{folder}); a dataset folder whose links fan out level after level would be read exponentially "
             "often. Replace the links by one copy of each folder"
         )
-    parents = (*parents, real)
-    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
-        if entry.is_dir():  # follows links
-            yield from _below(Path(entry.path), parents, visits)
-        else:
-            yield Path(entry.path)
+    with os.scandir(folder) as scan:
+        entries = sorted(scan, key=lambda e: e.name)
+    return iter(entries), (*parents, real)

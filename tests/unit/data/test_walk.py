@@ -41,3 +41,23 @@ def test_links_that_fan_out_level_after_level_stop_the_walk_with_a_clear_error(t
         list(files_below(levels[0]))
     # six levels reach the last folder 2**6 = 64 times: allowed, every path listed
     assert len(list(files_below(levels[depth - 6]))) == 2**6
+
+
+def test_a_tree_deeper_than_the_recursion_limit_is_walked(tmp_path: Path) -> None:
+    made = [tmp_path / "root"]
+    for _ in range(1200):
+        made.append(made[-1] / "d")
+    try:
+        for folder in made:
+            folder.mkdir()
+        (made[-1] / "x.jpg").write_bytes(b"x")
+        (made[600] / "a.jpg").write_bytes(b"a")
+        found = list(files_below(made[0]))
+        assert [p.name for p in found] == ["a.jpg", "x.jpg"]  # "a.jpg" sorts before the folder "d"
+        assert found[1] == made[-1] / "x.jpg"
+    finally:  # shutil.rmtree (pytest's clean-up too) recurses
+        for file in (made[-1] / "x.jpg", made[600] / "a.jpg"):
+            file.unlink(missing_ok=True)
+        for folder in reversed(made):
+            if folder.exists():
+                folder.rmdir()
