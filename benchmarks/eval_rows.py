@@ -16,13 +16,12 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import platform
 import time
-from pathlib import Path
 
 import torch
 
 from raysfl.algorithms.common import evaluate
+from raysfl.engine.provenance import processor_name
 from raysfl.models import ModelConfig, SplitModel, build_split_model
 
 BATCH = 512
@@ -65,16 +64,6 @@ def seconds(model: SplitModel, x: torch.Tensor, y: torch.Tensor, rows: int, repe
     return best
 
 
-def processor() -> str:
-    """The processor's model name (Linux), else what :mod:`platform` knows."""
-    info = Path("/proc/cpuinfo")
-    if info.exists():
-        for line in info.read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=2, help="torch threads (the server's default: 2)")
@@ -86,7 +75,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     default = evaluate.CPU_FORWARD_ROWS
     print(
-        f"{processor()} ({torch.backends.cpu.get_cpu_capability()}), torch {torch.__version__}, "
+        f"{processor_name()} ({torch.backends.cpu.get_cpu_capability()}), torch {torch.__version__}, "
         f"{args.threads} threads, "
         f"batches of {BATCH}, CPU_FORWARD_ROWS = {default}\n"
     )

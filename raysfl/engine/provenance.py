@@ -1,8 +1,13 @@
-"""Which code made a run: the raysfl version and, in a git checkout, the commit (``+dirty`` if modified)."""
+"""What made a run: the raysfl version, the commit, the processor.
+
+In a git checkout the commit is recorded (``+dirty`` if modified); the processor of the machine that ran
+the driver matters because processors can differ in a result's last bits.
+"""
 
 from __future__ import annotations
 
 import functools
+import platform
 import subprocess
 from pathlib import Path
 
@@ -32,3 +37,15 @@ def source_commit() -> str:
     except (OSError, subprocess.SubprocessError):
         return ""
     return sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+@functools.cache
+def processor_name() -> str:
+    """The processor's model name (Linux's ``/proc/cpuinfo``), else what :mod:`platform` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

@@ -22,6 +22,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from raysfl import __version__, profiling
 from raysfl.algorithms.base import RunSetup
 from raysfl.api import Policy, check_logic
@@ -44,7 +46,7 @@ from raysfl.engine.dispatch import Dispatcher, LocalDispatcher, WorkerLostError
 from raysfl.engine.hosts import ClientHost, ServerDeviceError, ServerHost, build_model, pick_device
 from raysfl.engine.interrupts import remembered_interrupts
 from raysfl.engine.loop import Coordinator, ResumableSink, Sink, Totals
-from raysfl.engine.provenance import source_commit
+from raysfl.engine.provenance import processor_name, source_commit
 from raysfl.engine.rng import stream
 from raysfl.metrics.parquet import EventLog, MetricsLog, event_schema
 from raysfl.metrics.progress import ProgressLine
@@ -192,6 +194,8 @@ def config_doc(prep: Prepared, backend: str) -> dict[str, Any]:
     doc["run"] = {
         "raysfl_version": __version__,
         "commit": source_commit(),
+        "torch_version": torch.__version__,
+        "driver_processor": processor_name(),  # processors can differ in a result's last bits
         "backend": backend,
         "dataset": ds.name,
         "dataset_source": ds.source,

@@ -425,7 +425,10 @@ def _datasets(runs: Sequence) -> list[str]:
 
 
 def _provenance(runs: Sequence) -> list[str]:
-    """Which raysfl version (and commit, when recorded) made the runs."""
+    """Which raysfl version (and commit, when recorded) made the runs, on which processors and torch.
+
+    Processors can differ in a result's last bits, which a training run can grow into points of accuracy.
+    """
     made = sorted(
         {
             f"raysfl {r.info.get('raysfl_version') or '?'}"
@@ -433,4 +436,15 @@ def _provenance(runs: Sequence) -> list[str]:
             for r in runs
         }
     )
-    return [f"Runs made with {', '.join(made)}.", ""] if made else []
+    lines = [f"Runs made with {', '.join(made)}.", ""] if made else []
+    where = sorted(
+        {
+            f"{r.info['driver_processor']}"
+            + (f", torch {r.info['torch_version']}" if r.info.get("torch_version") else "")
+            for r in runs
+            if r.info.get("driver_processor")
+        }
+    )
+    if where:
+        lines[-1:-1] = [f"Driver processor: {'; '.join(where)}."]
+    return lines

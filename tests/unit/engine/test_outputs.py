@@ -104,6 +104,12 @@ def test_tensorboard_shows_the_configuration_and_its_hyperparameters(tmp_path):
     assert "devices" in config and "devices" not in body  # 10 rows here, 10,000 in a large run
     assert "client_sizes" in config["run"] and "client_sizes" not in body["run"]
     assert body["algorithm"] == config["algorithm"] and body["run"]["commit"] == config["run"]["commit"]
+    import torch
+
+    from raysfl.engine.provenance import processor_name
+
+    assert config["run"]["torch_version"] == torch.__version__  # with the processor: a result's last bits
+    assert config["run"]["driver_processor"] == processor_name() != ""
     hparams = _session_hparams(acc)
     assert hparams["seed"] == 7 and hparams["name"] == "tiny-gas"
     assert hparams["algorithm.name"] == "gas" and hparams["algorithm.params.q_s"] == 4

@@ -202,6 +202,25 @@ def test_method_labels_name_variants_of_one_method_only():
     assert list(method_labels(groups).values()) == ["gas (generate=True)", "gas (generate=False)", "fedavg"]
 
 
+def test_report_names_the_processors_and_torch_that_made_the_runs(tmp_path):
+    """Processors can differ in a result's last bits: a report of runs from two machines says so."""
+    import tomllib
+
+    curve = [(0, 0.0, 0.1), (1, 10.0, 0.5)]
+    xeon = "Intel(R) Xeon(R) CPU @ 2.20GHz"
+    for seed, cpu in ((1, "AMD EPYC 7B13"), (2, xeon), (3, "AMD EPYC 7B13")):
+        run = make_run(tmp_path / "runs", f"s{seed}", _scenario("gas", seed), curve)
+        doc = tomllib.loads((run / "config.toml").read_text())
+        doc["run"].update(driver_processor=cpu, torch_version="2.13.0")
+        (run / "config.toml").write_text(dumps_toml(doc))
+    assert main(["report", str(tmp_path / "runs"), "--out", str(tmp_path / "rep")]) == 0
+    text = (tmp_path / "rep" / "report.md").read_text()
+    assert (
+        "Runs made with raysfl 0.1.0 at commit abc123.\n"
+        "Driver processor: AMD EPYC 7B13, torch 2.13.0; Intel(R) Xeon(R) CPU @ 2.20GHz, torch 2.13.0.\n\n"
+    ) in text
+
+
 def test_report_md_has_a_row_per_group_and_embeds_the_figures(runs, tmp_path, capsys):
     out = tmp_path / "rep"
     assert main(["report", str(runs), "--out", str(out), "--target", "0.6"]) == 0
