@@ -9,7 +9,9 @@ moved between class folders, renamed folders, a file changed behind a symbolic l
 folder therefore give a new entry, never stale arrays. Writing an entry removes the other entries of the
 same tag, host and source (the arrays of an older state of the source), so the cache holds one entry per
 source, host and decoding. Entries are written atomically; a cache that cannot be written is skipped with
-a warning. Entries are loaded with ``allow_pickle=False``, so a planted cache file cannot run code.
+a warning. Entries are loaded with ``allow_pickle=False``, so a planted cache file cannot run code, and the
+cache is used only when its folder belongs to this user and no other account can write to it (raysfl makes
+it with mode 0700), so no one else can plant entries with wrong arrays.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import hashlib
 import os
 import re
 import socket
+import stat
 import tempfile
 import warnings
 import zipfile
@@ -37,6 +40,24 @@ def cache_dir() -> Path:
     """The cache folder: ``$RAYSFL_CACHE`` or ``~/.cache/raysfl``."""
     env = os.environ.get("RAYSFL_CACHE")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "raysfl"
+
+
+def untrusted_reason(folder: Path) -> str | None:
+    """Why another account could have written entries into the existing ``folder``; ``None`` if none could.
+
+    Another user's folder, or one that group or others can write to (a shared ``/tmp`` folder named by
+    ``$RAYSFL_CACHE``, a home under ``umask 002``), could hold planted entries: arrays that load as a
+    dataset without being it. Systems without POSIX owners (Windows) are not checked.
+    """
+    getuid = getattr(os, "getuid", None)
+    if getuid is None:
+        return None
+    st = folder.stat()
+    if st.st_uid != getuid():
+        return f"it belongs to user id {st.st_uid}, not to this user ({getuid()})"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"group or others can write to it (mode {stat.filemode(st.st_mode)}; `chmod go-w` fixes that)"
+    return None
 
 
 def fingerprint(source: Path) -> str:
@@ -90,6 +111,15 @@ def cached_arrays(
     """
     path = cache_path(source, tag)
     try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        reason = untrusted_reason(path.parent)
+    except OSError as err:
+        warnings.warn(f"could not use the data cache {path.parent}: {err}", stacklevel=2)
+        return build()
+    if reason is not None:
+        warnings.warn(f"not using the data cache {path.parent}: {reason}", stacklevel=2)
+        return build()
+    try:
         with open(path, "rb") as stored, np.load(stored, allow_pickle=False) as npz:
             return {k: npz[k] for k in npz.files}
     except FileNotFoundError:  # not cached (or removed by another process since)
@@ -99,7 +129,6 @@ def cached_arrays(
     arrays = build()
     tmp = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
             np.savez(fh, **arrays)  # type: ignore[arg-type]  # numpy's stub reads any keyword as allow_pickle
