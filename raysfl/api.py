@@ -23,7 +23,9 @@ every class of an object they keep must be listed in ``AlgorithmSpec.state_class
 Two helpers give a method the server-side loops the built-in methods use: :func:`evaluate_model` (top-1
 accuracy and mean cross-entropy of a whole model on the test set, in cache-sized chunks on the CPU, one
 device read per evaluation) and :func:`load_into` (a state dict into a module in place, without
-``load_state_dict``'s wait per tensor on a GPU).
+``load_state_dict``'s wait per tensor on a GPU). :func:`make_optimizer` builds the optimizer the scenario's
+``[train]`` section describes (``optimizer``, ``lr``, ``momentum``, ``weight_decay``), as the built-in methods
+do: the engine applies none of ``[train]`` for a method, which reads what it supports.
 
 A client whose model has random layers (dropout) runs them under :func:`seeded_if` with its own generator
 (:func:`draws_randomness` tells whether a model has such layers), so its masks do not depend on the pool; a
@@ -57,6 +59,7 @@ from raysfl.algorithms.actions import (
 from raysfl.algorithms.base import AlgorithmSpec, RunSetup
 from raysfl.algorithms.common.device import load_into
 from raysfl.algorithms.common.evaluate import evaluate_model
+from raysfl.algorithms.common.optim import make_optimizer
 from raysfl.algorithms.common.own_rng import draws_randomness, replaying_rng, seeded_if
 from raysfl.algorithms.protocols import ClientLogic, Policy, ServerLogic
 from raysfl.config import default_problems, option
@@ -249,6 +252,7 @@ __all__ = [
     "draws_randomness",
     "evaluate_model",
     "load_into",
+    "make_optimizer",
     "members",
     "missing_members",
     "option",

@@ -115,11 +115,19 @@ class ServerReturnsAVector(HingeServer):
         return {**super().evaluate(), "per_class": torch.zeros(10)}
 
 
+class ServerReturnsAnEngineColumn(HingeServer):
+    """Its metrics name two of the row's engine columns, which used to overwrite them in every row."""
+
+    def evaluate(self) -> dict[str, Any]:
+        return {**super().evaluate(), "iteration": 123, "bytes_up": 5}
+
+
 SERVER_FAILS = _variant("fedasync_hinge_server_fails", server=ServerFailsOnThirdArrival)
 EVALUATE_FAILS = _variant("fedasync_hinge_evaluate_fails", server=ServerFailsInSecondEvaluation)
 EVAL_TENSORS = _variant("fedasync_hinge_eval_tensors", server=ServerReturnsTensors)
 EVAL_NO_ACCURACY = _variant("fedasync_hinge_eval_no_accuracy", server=ServerWithoutAccuracy)
 EVAL_VECTOR = _variant("fedasync_hinge_eval_vector", server=ServerReturnsAVector)
+EVAL_CLASH = _variant("fedasync_hinge_eval_clash", server=ServerReturnsAnEngineColumn)
 
 
 class PolicyWithMistakes(HingePolicy):

@@ -40,6 +40,7 @@ from raysfl.api import (
     TimeModel,
     evaluate_model,
     load_into,
+    make_optimizer,
     option,
 )
 
@@ -74,7 +75,7 @@ class HingeClientState:
 
 
 class HingeClient:
-    """Local SGD on the full model; one object serves every client of its pool."""
+    """Local training with [train]'s optimizer, full model; one object serves every client of its pool."""
 
     def __init__(
         self, setup: RunSetup, model: Any, train_x: np.ndarray, train_y: np.ndarray, transform: Any
@@ -100,10 +101,10 @@ class HingeClient:
         return x, torch.from_numpy(np.asarray(self.train_y[pick], dtype=np.int64))
 
     def train(self, st: HingeClientState, weights: Mapping[str, torch.Tensor]) -> Weights:
-        """E local SGD steps from ``weights`` (the global model the job received); the trained model."""
+        """E local steps from ``weights`` (the global model the job received); the trained model."""
         self.model.load_state_dict(dict(weights))
         self.model.train()
-        opt = torch.optim.SGD(self.model.parameters(), lr=self.cfg.lr, momentum=self.cfg.momentum)
+        opt = make_optimizer(self.model.parameters(), self.cfg)  # [train]: optimizer, lr, momentum, decay
         for _ in range(self.cfg.local_iterations):
             x, y = self._batch(st)
             opt.zero_grad(set_to_none=True)

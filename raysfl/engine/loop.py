@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -20,13 +20,14 @@ from raysfl.metrics.columns import COLUMN_TYPES, event_columns, row_problems
 REQUIRED_METRICS = ("accuracy", "loss")
 
 
-def metric_values(metrics: Any) -> dict[str, Any]:
+def metric_values(metrics: Any, taken: Collection[str] = ()) -> dict[str, Any]:
     """A report's value (what the server's ``evaluate`` returned) as the metric columns of its row.
 
     ``evaluate`` returns a mapping with at least ``accuracy`` and ``loss``; every value is a number, a
     string, a bool or ``None``. A 0-d tensor or a NumPy scalar (``torch.tensor(0.5)``, ``np.float32(0.5)``)
     is read as the Python number it holds, so the row writes to ``metrics.parquet`` and ``summary.json``
-    as the same value would have.
+    as the same value would have. ``taken`` names the row's columns the engine writes (``iteration``, ``t``,
+    the byte and event counters, ``wall_s``): a metric of one of those names would overwrite them.
 
     Example:
         >>> import numpy as np
@@ -35,7 +36,8 @@ def metric_values(metrics: Any) -> dict[str, Any]:
 
     Raises:
         TypeError: ``metrics`` is not a mapping, or a value is of another type (the message names the key).
-        ValueError: ``accuracy`` or ``loss`` is missing (the message lists the keys there are).
+        ValueError: ``accuracy`` or ``loss`` is missing (the message lists the keys there are), or a key is
+            in ``taken`` (the message names it and the engine's columns).
     """
     if not isinstance(metrics, Mapping):
         raise TypeError(
@@ -58,6 +60,12 @@ def metric_values(metrics: Any) -> dict[str, Any]:
         raise ValueError(
             f"evaluate returned no {' and no '.join(map(repr, missing))} (its keys: "
             f"{', '.join(map(repr, out)) or 'none'}); it returns at least 'accuracy' and 'loss'"
+        )
+    clash = [k for k in out if k in taken]
+    if clash:
+        raise ValueError(
+            f"evaluate returned {', '.join(map(repr, clash))}, a column the engine writes in every metrics "
+            f"row ({', '.join(map(repr, taken))}); name the metric otherwise"
         )
     return out
 
@@ -292,7 +300,7 @@ class Coordinator:
 
     def _deliver(self, ready: list[tuple[dict[str, Any], Any]]) -> None:
         for info, metrics in ready:
-            row = {**info, **metric_values(metrics), "wall_s": self.elapsed_wall()}
+            row = {**info, **metric_values(metrics, taken=[*info, "wall_s"]), "wall_s": self.elapsed_wall()}
             self.totals.evals.append(row)
             with profiling.section("coordinator.sinks"):
                 for s in self.sinks:

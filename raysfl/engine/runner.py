@@ -16,7 +16,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -267,6 +267,24 @@ def _time_scale(sc: Scenario) -> float | None:
     return sc.engine.time_scale if sc.engine.clock == "realtime" else None
 
 
+ENGINE_METRIC_COLUMNS = ("iteration", "t", "wall_s", "bytes_up", "bytes_down", "events")
+
+
+def final_metrics(last: Mapping[str, Any]) -> dict[str, Any]:
+    """``summary.json``'s ``final_metrics``: the last evaluation's numbers other than the engine's columns.
+
+    ``accuracy``, ``loss`` and the method's own metrics (a split server's ``train_loss``, the per-kind traffic
+    ``bytes_up_*`` / ``load_*``, ``storage_*``, FedASMU's controls): the numbers of the last
+    ``metrics.parquet`` row, without ``iteration``, ``t``, ``wall_s`` and the counters, which
+    ``summary.json`` gives on their own (as ``global_iterations``, ``emulated_s``, ...).
+    """
+    return {
+        k: v
+        for k, v in last.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ENGINE_METRIC_COLUMNS
+    }
+
+
 def summarize(totals: Totals, wall_s: float, interrupted: bool, prep: Prepared) -> dict[str, Any]:
     """The ``summary.json`` content."""
     accs = [r["accuracy"] for r in totals.evals if "accuracy" in r]
@@ -286,11 +304,7 @@ def summarize(totals: Totals, wall_s: float, interrupted: bool, prep: Prepared) 
         "bytes_up": totals.bytes_up,
         "bytes_down": totals.bytes_down,
         "stop_reason": "interrupted" if interrupted else totals.stop_reason,
-        "final_metrics": {
-            k: v
-            for k, v in last.items()
-            if isinstance(v, (int, float)) and k.startswith(("bytes_up_", "bytes_down_", "load_", "storage_"))
-        },
+        "final_metrics": final_metrics(last),
         "interrupted": interrupted,
         "out_dir": "",
         "realtime_postponed_arrivals": totals.postponed,

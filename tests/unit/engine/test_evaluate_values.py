@@ -37,6 +37,12 @@ def test_tensor_and_numpy_scalars_from_evaluate_are_written_as_numbers(tmp_path)
     [
         ("EVAL_NO_ACCURACY", ValueError, r"evaluate returned no 'accuracy' \(its keys: 'acc', 'loss'\)"),
         ("EVAL_VECTOR", TypeError, r"evaluate returned 'per_class' = a Tensor of shape \(10,\)"),
+        (
+            "EVAL_CLASH",
+            ValueError,
+            r"evaluate returned 'iteration', 'bytes_up', a column the engine writes in every metrics row "
+            r"\('iteration', 't', 'bytes_up', 'bytes_down', 'events', 'wall_s'\); name the metric otherwise",
+        ),
     ],
 )
 def test_evaluate_must_return_accuracy_loss_and_numbers(tmp_path, spec, error, message):
@@ -57,3 +63,16 @@ def test_metric_values_reads_scalars_and_names_what_is_wrong():
         metric_values({"accuracy": 0.5, "loss": 1.0, "hist": [1, 2]})
     with pytest.raises(ValueError, match=r"no 'accuracy' and no 'loss' \(its keys: none\)"):
         metric_values({})
+    with pytest.raises(ValueError, match=r"evaluate returned 't', a column the engine writes"):
+        metric_values({"accuracy": 0.5, "loss": 1.0, "t": 3.0}, taken=("iteration", "t"))
+    assert metric_values({"accuracy": 0.5, "loss": 1.0, "t": 3.0}) == {"accuracy": 0.5, "loss": 1.0, "t": 3.0}
+
+
+def test_summary_final_metrics_are_the_last_rows_numbers(tmp_path):
+    """summary.json's final_metrics held only the traffic counters, none of the method's own metrics."""
+    runner.run(load_scenario(SCENARIO, LONGER), tmp_path / "run", backend="local")
+    last = pq.read_table(tmp_path / "run" / "metrics.parquet").to_pylist()[-1]
+    final = json.loads((tmp_path / "run" / "summary.json").read_text())["final_metrics"]
+    assert {"accuracy", "loss", "mean_alpha"} <= set(final)
+    assert final == {k: last[k] for k in final}
+    assert not {"iteration", "t", "wall_s", "bytes_up", "bytes_down", "events"} & set(final)
