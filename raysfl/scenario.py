@@ -136,14 +136,16 @@ def _cross_checks(sc: Scenario) -> list[str]:
         )
     if sc.system.compute.training_time == "per-device" and not spec.per_device_times:
         problems.append(
-            f"system.compute.training_time: 'per-device' is not available for {sc.algorithm.name!r}, whose "
-            "local work grows with the client's data; choose 'per-sample' (it is available for FedASMU, "
-            "FedSSMU, the FL baselines, GAS and Lightweight FedSL)"
+            f"system.compute.training_time: 'per-device' is not available for {sc.algorithm.name!r}, which "
+            "does not declare per-device job times; choose 'per-sample' (it is available for FedASMU, "
+            "FedSSMU, the FL baselines, GAS and Lightweight FedSL; a method declares it with "
+            "AlgorithmSpec.per_device_times = True)"
         )
     if sc.train.lr_decay != 1.0 and not spec.train_lr_decay:
         problems.append(
             f"train.lr_decay: {sc.train.lr_decay} is applied by the full-model FL methods' policy only, not "
-            f"by {sc.algorithm.name!r}; use 1 (FedASMU and FedSSMU decay with algorithm.params.lr_decay)"
+            f"by {sc.algorithm.name!r}; use 1 (FedASMU and FedSSMU decay with algorithm.params.lr_decay; a "
+            "method that applies it says so with AlgorithmSpec.train_lr_decay = True)"
         )
     params: Any
     try:

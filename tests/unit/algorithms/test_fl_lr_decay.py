@@ -82,7 +82,7 @@ def test_methods_that_do_not_apply_it_refuse_it(name):
         "train": {"lr_decay": 0.99},
         "algorithm": {"name": name},
     }
-    why = rf"train.lr_decay: 0.99 is applied by the full-model FL .* not by '{name}'"
+    why = rf"train.lr_decay: 0.99 is applied by the full-model FL .* not by '{name}'.*train_lr_decay = True"
     with pytest.raises(ConfigError, match=why):
         scenario_from_dict(doc)
     doc["train"]["lr_decay"] = 1.5
