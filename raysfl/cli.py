@@ -348,7 +348,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     overrides = [a for a in args.targets if _is_override(a)]
     paths = expand_scenarios([a for a in args.targets if not _is_override(a)])
     address = args.address or os.environ.get("RAY_ADDRESS") or None
-    if args.backend == "local" and args.address:
+    backend = _run_backend(args)
+    if backend == "local" and args.address:
         raise UsageError(
             f"run: --address {args.address} names a Ray cluster; --backend local runs without Ray"
         )
@@ -375,7 +376,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         _refuse_duplicate_names(scenarios, paths)
         outs = [_child_dir(Path(args.out), sc.name) if args.out else default_out_dir(sc) for sc in scenarios]
-    if args.backend == "local":  # the server runs here: refuse a device this process lacks before any run
+    if backend == "local":  # the server runs here: refuse a device this process lacks before any run
         from raysfl.engine.hosts import pick_device
 
         for sc, path in zip(scenarios, paths, strict=True):
@@ -392,7 +393,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             summary = run(
                 sc,
                 out,
-                backend=args.backend,
+                backend=backend,
                 address=address,
                 data_dir=args.data_dir,
                 resume=bool(args.resume),
@@ -428,6 +429,29 @@ def _child_dir(root: Path, name: str) -> Path:
     if name in ("", ".", "..") or child.resolve().parent != root.resolve():
         raise UsageError(f"name: {name!r} would put the run outside --out {root}; use a plain folder name")
     return child
+
+
+def _run_backend(args: argparse.Namespace) -> str:
+    """``--backend``; else, for ``--resume`` without ``--address``, the run's own backend; else Ray.
+
+    A run made with ``--backend local`` resumes locally unless told otherwise (it had started Ray before).
+    The backend is read from ``config.toml``'s ``[run]``; a run folder without a readable one resumes on Ray.
+    """
+    from raysfl.run_files import RunDirError, printable, read_config
+
+    if args.backend:
+        return str(args.backend)
+    if not args.resume or args.address:
+        return "ray"
+    try:
+        recorded = read_config(Path(args.resume)).get("run", {}).get("backend")
+    except (RunDirError, AttributeError):
+        return "ray"
+    if recorded != "local":
+        return "ray"
+    note = f"raysfl: resuming {args.resume} on the local backend it was made with (--backend ray to change)"
+    print(printable(note), file=sys.stderr)
+    return "local"
 
 
 def _resume_scenario(run_dir: Path, paths: Sequence[Path], overrides: Sequence[str]):  # noqa: ANN202
@@ -697,8 +721,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--backend",
         choices=("ray", "local"),
-        default="ray",
-        help="ray (default) or local: everything in this process, for debugging",
+        default=None,
+        help="ray (default; --resume: the run's own) or local: everything in this process, for debugging",
     )
     p.set_defaults(func=cmd_run)
 

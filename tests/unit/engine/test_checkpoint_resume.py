@@ -330,3 +330,27 @@ def test_deferred_jobs_and_urgent_requests_resume_identically(tmp_path):
     assert resumed["resumed_from"] == ck
     assert rows(crashed / "events.parquet") == events
     assert rows(crashed / "metrics.parquet") == rows(tmp_path / "full" / "metrics.parquet")
+
+
+def test_resume_without_backend_continues_on_the_backend_the_run_was_made_with(tmp_path, capsys):
+    """`raysfl run --resume DIR` started Ray for a run made with --backend local."""
+    import ray
+
+    from raysfl.cli import _run_backend, build_parser
+
+    sc = scenario_from_dict(tiny("fedavg"))
+    runner.run(sc, tmp_path / "full", backend="local")
+    crashed = crash_after(tmp_path / "full", tmp_path / "crashed", "ckpt-000002.pt")
+    capsys.readouterr()
+    assert main(["run", "--resume", str(crashed)]) == 0
+    assert f"resuming {crashed} on the local backend it was made with" in capsys.readouterr().err
+    assert not ray.is_initialized()
+    assert rows(crashed / "metrics.parquet") == rows(tmp_path / "full" / "metrics.parquet")
+    parse = build_parser().parse_args
+    assert _run_backend(parse(["run", "--resume", str(crashed), "--backend", "ray"])) == "ray"
+    assert _run_backend(parse(["run", "--resume", str(crashed), "--address", "auto"])) == "ray"
+    assert _run_backend(parse(["run", "x.toml"])) == "ray"
+    (crashed / "config.toml").write_text(
+        (crashed / "config.toml").read_text().replace('backend = "local"', 'backend = "ray"')
+    )
+    assert _run_backend(parse(["run", "--resume", str(crashed)])) == "ray"
