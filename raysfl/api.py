@@ -65,10 +65,12 @@ from raysfl.algorithms.protocols import ClientLogic, Policy, ServerLogic
 from raysfl.config import default_problems, option
 from raysfl.metrics.columns import event_column_problems
 from raysfl.models.flops import ModelProfile
+from raysfl.models.split import SplitModel
 from raysfl.system.durations import TimeModel
 
 ClientFactory = Callable[..., ClientLogic]
-"""``(setup, model, train_x, train_y, transform) -> ClientLogic``, called once in every pool."""
+"""``(setup, model, train_x, train_y, transform) -> ClientLogic``, called once in every pool; ``model`` is a
+:class:`SplitModel` (``client``, ``server``, ``full()``)."""
 ServerFactory = Callable[..., ServerLogic]
 """``(setup, model, test_x, test_y, seed, device) -> ServerLogic``, called once in the server actor."""
 PolicyFactory = Callable[..., Policy]
@@ -245,6 +247,7 @@ __all__ = [
     "ServerFactory",
     "ServerLogic",
     "Slot",
+    "SplitModel",
     "Stop",
     "TimeModel",
     "check_logic",

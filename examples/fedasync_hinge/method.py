@@ -36,6 +36,7 @@ from raysfl.api import (
     Schedule,
     ServerLogic,
     Slot,
+    SplitModel,
     Stop,
     TimeModel,
     evaluate_model,
@@ -78,7 +79,7 @@ class HingeClient:
     """Local training with [train]'s optimizer, full model; one object serves every client of its pool."""
 
     def __init__(
-        self, setup: RunSetup, model: Any, train_x: np.ndarray, train_y: np.ndarray, transform: Any
+        self, setup: RunSetup, model: SplitModel, train_x: np.ndarray, train_y: np.ndarray, transform: Any
     ) -> None:
         self.cfg = setup.scenario.train
         self.model = model.full()  # the pool's working copy; loaded with a job's weights when it runs
@@ -118,7 +119,13 @@ class HingeServer:
     """The global model, its version, each open job's base version; mixes arrivals in (Alg. 1)."""
 
     def __init__(
-        self, setup: RunSetup, model: Any, test_x: torch.Tensor, test_y: torch.Tensor, seed: int, device: str
+        self,
+        setup: RunSetup,
+        model: SplitModel,
+        test_x: torch.Tensor,
+        test_y: torch.Tensor,
+        seed: int,
+        device: str,
     ) -> None:
         self.p: HingeParams = setup.params
         self.cfg = setup.scenario.train

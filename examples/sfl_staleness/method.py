@@ -44,6 +44,7 @@ from raysfl.api import (
     Schedule,
     ServerLogic,
     Slot,
+    SplitModel,
     Stop,
     TimeModel,
     draws_randomness,
@@ -102,7 +103,7 @@ class SplitClient:
     """
 
     def __init__(
-        self, setup: RunSetup, model: Any, train_x: np.ndarray, train_y: np.ndarray, transform: Any
+        self, setup: RunSetup, model: SplitModel, train_x: np.ndarray, train_y: np.ndarray, transform: Any
     ) -> None:
         self.cfg = setup.scenario.train
         self.net = model.client
@@ -176,7 +177,13 @@ class SplitServer:
     """The global client part w_c (and its version), the server part, and each open job's base version."""
 
     def __init__(
-        self, setup: RunSetup, model: Any, test_x: torch.Tensor, test_y: torch.Tensor, seed: int, device: str
+        self,
+        setup: RunSetup,
+        model: SplitModel,
+        test_x: torch.Tensor,
+        test_y: torch.Tensor,
+        seed: int,
+        device: str,
     ) -> None:
         self.p: StalenessParams = setup.params
         self.cfg = setup.scenario.train

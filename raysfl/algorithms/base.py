@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from raysfl.api import ClientFactory, PolicyFactory, ServerFactory
+    from raysfl.scenario import Scenario
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ class RunSetup:
         label_hist: (K, M) per-client label counts over the client's whole local data.
     """
 
-    scenario: Any
+    scenario: Scenario
     params: Any
     input_shape: tuple[int, int, int]
     num_classes: int

@@ -43,13 +43,20 @@ AUTHORS_CODE = textwrap.dedent(
 # Each line marked "# wrong" must be reported; nothing else may be.
 WRONG_CODE = textwrap.dedent(
     """
-    from raysfl.api import SERVER, Call, Event, LogRow, Schedule, ServerLogic, Slot
+    from raysfl.api import SERVER, Call, Event, LogRow, RunSetup, Schedule, ServerLogic, Slot, SplitModel
 
     Call(SERVER, ServerLogic.evaluate, out="eval")  # wrong: out is a Slot
     Schedule("soon", "arrival")  # wrong: t is a float
     LogRow(t=0.0, kind="start", client="seven")  # wrong: client is an int
     Slot(("eval", 1)).value  # wrong: a Slot has a name only
     Event(0.0, "arrival").client.upper()  # wrong: client is an int
+
+
+    def build(setup: RunSetup, model: SplitModel) -> None:
+        setup.scenario.train.lrr  # wrong: the scenario is typed, and [train] has no lrr
+        setup.scenario.federation.active_clients + 1
+        model.clinet  # wrong: a SplitModel has client and server
+        model.full()
     """
 )
 
