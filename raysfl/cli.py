@@ -789,6 +789,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _method_errors() -> tuple[type[BaseException], ...]:
+    from raysfl.engine.policy_errors import MethodError
+
+    return (MethodError,)
+
+
 def _user_errors() -> tuple[type[BaseException], ...]:
     from raysfl.data import DataError
     from raysfl.data.errors import PartitionError
@@ -848,6 +854,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _user_errors() as err:
         print(f"raysfl: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except _method_errors() as err:  # a method's bug, said in its terms: the engine's traceback adds nothing
+        print(f"raysfl: the method's logic: {err}", file=sys.stderr)
+        return 1
     except BrokenPipeError:  # output piped into `head` and closed early
         sys.stderr.close()
         return 0

@@ -13,7 +13,7 @@ from raysfl.algorithms.actions import Action, Call, Event, Log, Report, Schedule
 from raysfl.api import Policy
 from raysfl.engine.clock import RealtimeClock, VirtualClock
 from raysfl.engine.dispatch import Dispatcher
-from raysfl.engine.policy_errors import PolicyError, call_problem, report_problem
+from raysfl.engine.policy_errors import EvaluateError, PolicyError, call_problem, report_problem
 from raysfl.engine.queue import EventQueue
 from raysfl.metrics.columns import COLUMN_TYPES, event_columns, row_problems
 
@@ -300,7 +300,12 @@ class Coordinator:
 
     def _deliver(self, ready: list[tuple[dict[str, Any], Any]]) -> None:
         for info, metrics in ready:
-            row = {**info, **metric_values(metrics, taken=[*info, "wall_s"]), "wall_s": self.elapsed_wall()}
+            try:
+                values = metric_values(metrics, taken=[*info, "wall_s"])
+            except (TypeError, ValueError) as err:
+                where = f"the evaluation reported as iteration {info['iteration']}"
+                raise EvaluateError(f"{err} ({where})") from None
+            row = {**info, **values, "wall_s": self.elapsed_wall()}
             self.totals.evals.append(row)
             with profiling.section("coordinator.sinks"):
                 for s in self.sinks:

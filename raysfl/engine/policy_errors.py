@@ -12,8 +12,23 @@ from raysfl.algorithms.actions import CLIENT, SERVER, Call, Report
 REPORT_KEYS = ("iteration", "t")  # what every sink reads from a report's info
 
 
-class PolicyError(RuntimeError):
+class MethodError(RuntimeError):
+    """A method's logic handed the engine something it cannot use; the message says what, in its terms.
+
+    The CLI prints the message without a traceback, which would show only the engine's check.
+    """
+
+
+class PolicyError(MethodError):
     """The policy asked for something the engine cannot do (a slot nobody produced, an event in the past)."""
+
+
+class EvaluateError(MethodError):
+    """The server's ``evaluate`` returned no metrics row.
+
+    No mapping, no accuracy or loss, a value that is not one number, string or bool, or a key the engine
+    writes itself.
+    """
 
 
 def unfilled_slot(name: tuple[Any, ...], use: str = "read") -> PolicyError:

@@ -10,10 +10,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from examples.fedasync_hinge.test_fedasync_hinge import SCENARIO
+from raysfl.cli import main
 from raysfl.engine import runner
 from raysfl.engine.loop import metric_values
+from raysfl.engine.policy_errors import EvaluateError
 from raysfl.scenario import load_scenario
-from tests.faulty_methods import LONGER, faulty_scenario
+from tests.faulty_methods import LONGER, METHODS, faulty_scenario
 
 
 def test_tensor_and_numpy_scalars_from_evaluate_are_written_as_numbers(tmp_path):
@@ -35,11 +37,11 @@ def test_tensor_and_numpy_scalars_from_evaluate_are_written_as_numbers(tmp_path)
 @pytest.mark.parametrize(
     ("spec", "error", "message"),
     [
-        ("EVAL_NO_ACCURACY", ValueError, r"evaluate returned no 'accuracy' \(its keys: 'acc', 'loss'\)"),
-        ("EVAL_VECTOR", TypeError, r"evaluate returned 'per_class' = a Tensor of shape \(10,\)"),
+        ("EVAL_NO_ACCURACY", EvaluateError, r"evaluate returned no 'accuracy' \(its keys: 'acc', 'loss'\)"),
+        ("EVAL_VECTOR", EvaluateError, r"evaluate returned 'per_class' = a Tensor of shape \(10,\)"),
         (
             "EVAL_CLASH",
-            ValueError,
+            EvaluateError,
             r"evaluate returned 'iteration', 'bytes_up', a column the engine writes in every metrics row "
             r"\('iteration', 't', 'bytes_up', 'bytes_down', 'events', 'wall_s'\); name the metric otherwise",
         ),
@@ -48,6 +50,21 @@ def test_tensor_and_numpy_scalars_from_evaluate_are_written_as_numbers(tmp_path)
 def test_evaluate_must_return_accuracy_loss_and_numbers(tmp_path, spec, error, message):
     with pytest.raises(error, match=message):
         runner.run(faulty_scenario(spec), tmp_path / "run", backend="local")
+
+
+def test_the_command_line_says_a_methods_error_without_the_engines_traceback(tmp_path, capsys):
+    """The messages name the method's fault; the traceback showed only the engine's check of it."""
+
+    argv = ["run", str(SCENARIO), *LONGER, f'algorithm.name="{METHODS}:EVAL_VECTOR"', "--backend", "local"]
+    assert main([*argv, "--out", str(tmp_path / "run")]) == 1
+    err = capsys.readouterr().err
+    assert "raysfl: the method's logic: evaluate returned 'per_class' = a Tensor of shape (10,)" in err
+    assert "(the evaluation reported as iteration 0)" in err and "Traceback" not in err
+    argv = ["run", str(SCENARIO), *LONGER, f'algorithm.name="{METHODS}:MISTAKES"', "algorithm.params.b=96"]
+    assert main([*argv, "--backend", "local", "--out", str(tmp_path / "run2")]) == 1
+    err = capsys.readouterr().err
+    assert "raysfl: the method's logic: the policy's on_event(" in err and "with client = 5" in err
+    assert "Traceback" not in err
 
 
 def test_metric_values_reads_scalars_and_names_what_is_wrong():
