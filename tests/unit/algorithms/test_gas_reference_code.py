@@ -325,3 +325,21 @@ def test_per_flush_ridge_skips_a_labels_first_batch():
     assert torch.allclose(srv.stats.cov[0], cov.diagonal() + 0.5, atol=1e-12)
     _, cov1 = weighted_moments(flat(b2), torch.ones(2, dtype=torch.float64))
     assert torch.allclose(srv.stats.cov[1], cov1.diagonal(), atol=1e-12)
+
+
+@pytest.mark.parametrize(("aggregation", "expected"), [("data-size", 2.5), ("uniform", 4.0)])
+def test_client_models_are_averaged_by_data_size_or_uniformly(aggregation, expected):
+    """GAS eq. (10): w_c = Σ |D_k| w_k / Σ |D_k| [P]; the code's 1/Q_c [C]. Models 1 (|D| = 3) and 7 (|D| = 1)
+    with Q_c = 2: (3·1 + 1·7) / 4 = 2.5 by data size, (1 + 7) / 2 = 4 uniformly. Every run of the suite has
+    equal client sizes, where the two agree."""
+    sc = _scenario(params={"covariance": "diagonal", "q_c": 2, "aggregation": aggregation})
+    setup = RunSetup(sc, sc.params, (1, 2, 2), 3, (range(4),) * 6, np.ones((6, 3)))
+    client, server = nn.Sequential(nn.Flatten(), nn.Linear(4, 4)), nn.Linear(4, 3)
+    srv = GASServer(setup, client, server, torch.zeros(2, 1, 2, 2), torch.zeros(2, dtype=torch.long), seed=0)
+    weights = {k: torch.full_like(v, 1.0) for k, v in srv.global_client.items()}
+    assert set(weights) == {"1.weight", "1.bias"}
+    srv.on_client_model(0, weights, num_samples=3)
+    merged = srv.on_client_model(1, {k: torch.full_like(v, 7.0) for k, v in weights.items()}, num_samples=1)
+    assert srv.aggregations == 1
+    for tensor in merged.values():
+        assert torch.allclose(tensor, torch.full_like(tensor, expected))

@@ -65,9 +65,17 @@ def test_diagonal_merge_on_one_thread_gives_the_two_thread_bits(dtype, monkeypat
 
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
+    seen = []
+    merge = stats_module.LabelGaussians._merge
+    monkeypatch.setattr(
+        stats_module.LabelGaussians,
+        "_merge",
+        lambda self, *a: seen.append(torch.get_num_threads()) or merge(self, *a),
+    )
     try:
         runs = []
         for one_thread in (True, False):
+            seen.clear()
             if not one_thread:
                 monkeypatch.setattr(stats_module, "one_cpu_thread", stats_module.nullcontext)
             gen = torch.Generator().manual_seed(8)
@@ -77,6 +85,7 @@ def test_diagonal_merge_on_one_thread_gives_the_two_thread_bits(dtype, monkeypat
                 y = torch.randint(0, 10, (32,), generator=gen)
                 stats.update(x, y, torch.rand(32, generator=gen, dtype=torch.float64))
                 assert torch.get_num_threads() == 2
+            assert set(seen) == ({1} if one_thread else {2})
             runs.append(stats)
         assert torch.equal(runs[0].mean, runs[1].mean) and torch.equal(runs[0].cov, runs[1].cov)
         assert torch.equal(runs[0].weight, runs[1].weight)

@@ -22,6 +22,7 @@ from raysfl.algorithms.lightweight_fedsl.params import LightweightFedSLParams, T
 from raysfl.algorithms.lightweight_fedsl.pruning import (
     global_masks,
     importance,
+    is_prunable,
     prune_count,
     sparsity_target,
 )
@@ -78,6 +79,15 @@ def test_quantized_values_lie_on_the_knobs_keep_sign_and_zeros():
     assert torch.equal(stochastic_quantize(g, 32, gen), g)  # q = 32: the baseline, no quantization
 
 
+def test_knobs_start_at_the_smallest_magnitude():
+    assert quant_step(0.5, 2.0, 2) == pytest.approx(0.5)  # (2 - 0.5) / (2**2 - 1)
+    gen = torch.Generator().manual_seed(3)
+    g = torch.randn(300, generator=gen, dtype=torch.float64)  # no zeros: g_min > 0
+    lo, hi = float(g.abs().min()), float(g.abs().max())
+    levels = (stochastic_quantize(g, 4, gen).abs() - lo) / ((hi - lo) / 15)
+    assert torch.allclose(levels, levels.round(), atol=1e-6)
+
+
 def test_global_range_spans_all_tensors_and_per_tensor_does_not():
     gen = torch.Generator().manual_seed(4)
     small, big = torch.full((50,), 0.01), torch.full((50,), 10.0)
@@ -110,8 +120,9 @@ def test_global_mask_by_hand_prunes_lowest_taylor_scores_and_masked_first():
     masked["b"] = importance(w["b"], g["b"], torch.tensor([[True, False]]))
     m2 = global_masks(masked, 1 / 6)
     assert m2["b"].tolist() == [[True, False]] and m2["a"].all()
-    per = global_masks(scores, 0.5, "per-layer")  # ⌈0.5·4⌉ = 2 in a, ⌈0.5·2⌉ = 1 in b
-    assert per["a"].tolist() == [[True, True], [False, False]] and per["b"].tolist() == [[False, True]]
+    per = global_masks(scores, 0.75, "per-layer")  # ⌈0.75·4⌉ = 3 in a, ⌈0.75·2⌉ = 2 in b
+    assert per["a"].tolist() == [[False, True], [False, False]] and per["b"].tolist() == [[False, False]]
+    assert global_masks(scores, 0.75)["b"].tolist() == [[False, True]]  # global keeps b's 5
     assert prune_count(0.35, 100) == 35
 
 
@@ -219,6 +230,8 @@ def test_dropout_mask_is_reproducible_and_channel_mode_drops_whole_channels():
     assert not np.array_equal(m1, dropout_mask(1, 3, 8, (2, 5, 4, 4), 0.5))
     ch = dropout_mask(1, 3, 7, (2, 5, 4, 4), 0.5, "channel")
     assert np.all(ch.all(axis=(2, 3)) | ~ch.any(axis=(2, 3)))
+    mixed = m1.any(axis=(2, 3)) & ~m1.all(axis=(2, 3))  # element mode: channels partly kept
+    assert mixed.sum() >= 5  # of 10 (sample, channel) pairs; 16 draws each, so nearly all are mixed
     assert dropout_mask(1, 3, 7, (2, 5), 0.0).all()
     full = torch.arange(24.0).reshape(2, 3, 4)
     mask = dropout_mask(2, 0, 0, full.shape, 0.5)
@@ -243,8 +256,13 @@ def test_round_latency_formula_and_spec_uplink_example():
     assert r.forward_uplink_s == 2.1 and r.uplink_s == 0.5 and r.downlink_backward_s == 1.2
     assert r.total_s == pytest.approx(2.1 + 0.3 + 1.2 + 2.0 + 0.2)
     # spec §2.3: L_c = 4 / 8 / 12 at 300 m (35.88 Mb/s), b = 64, fp32: 16.78 / 8.39 / 4.19 Mbit → 0.468 / ...
+    from raysfl.system.config import TimingConfig
+    from raysfl.system.durations import TimeModel
+    from raysfl.system.table import DeviceTable
+
+    tm = TimeModel(DeviceTable(np.array([1e9]), np.array([35.88e6]), np.array([35.88e6])), TimingConfig())
     for acts, expect in ((8192, 0.468), (4096, 0.234), (2048, 0.117)):
-        assert 64 * acts * 32 / 35.88e6 == pytest.approx(expect, abs=1e-3)
+        assert tm.upload_s(0, 64 * acts * 4) == pytest.approx(expect, abs=1e-3)
     assert pruned_flops(100.0, 0.35, 0.0) == 100.0 and pruned_flops(100.0, 0.35, 1.0) == pytest.approx(65.0)
 
 
@@ -252,3 +270,10 @@ def test_baseline_params_switch_everything_off():
     base, light = TraditionalFedSLParams(), LightweightFedSLParams()
     assert (base.prune_final, base.quant_bits, base.dropout, base.agg_interval) == (0.0, 32, 0.0, 1)
     assert (light.prune_final, light.quant_bits, light.dropout, light.agg_interval) == (0.35, 8, 0.3, 5)
+
+
+def test_only_conv_and_linear_weights_are_prunable():
+    """Spec §3.3 [A]: biases and BatchNorm's scale and shift are never pruned (no run's model has BN)."""
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Flatten(), nn.Linear(4, 2))
+    prunable = [name for name, w in model.state_dict().items() if is_prunable(name, w)]
+    assert prunable == ["0.weight", "3.weight"]

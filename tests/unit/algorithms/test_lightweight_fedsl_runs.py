@@ -94,7 +94,10 @@ def test_server_step_is_eq7_and_returns_each_clients_gradient(batching):
     server = FedSLServer(setup, model, torch.zeros(0, 3, 32, 32), torch.zeros(0, dtype=torch.long), 5, "cpu")
     gen = torch.Generator().manual_seed(0)
     ups = _uploads(setup, model, [4, 6, 5], 2, gen)
+    rows = []
+    server.server_model.register_forward_pre_hook(lambda m, args: rows.append(len(args[0])))
     server.step(2, (0, 1, 2), *ups)
+    assert rows == ([15] if batching == "concatenated" else [4, 6, 5])
     lr, grads_sum = setup.scenario.train.lr, [torch.zeros_like(p) for p in reference.parameters()]
     for k, (vals, y, _) in enumerate(ups):
         mask = dropout_mask(5, k, 2, (len(y), *server.act_shape), 0.4)

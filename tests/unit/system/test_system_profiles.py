@@ -182,6 +182,7 @@ def test_trace_kinds_read_the_file(tmp_path):
     # bandwidth_reduction applies to trace links too.
     slow = dataclasses.replace(both, link=LinkConfig(kind="trace", bandwidth_reduction=100.0))
     np.testing.assert_allclose(draw(slow, k=6).uplink_bps, src.uplink_bps / 100.0, rtol=1e-15)
+    np.testing.assert_allclose(draw(slow, k=6).downlink_bps, src.downlink_bps / 100.0, rtol=1e-15)
 
 
 def test_num_clients_must_be_positive():
