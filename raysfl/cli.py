@@ -65,6 +65,30 @@ def _scenario_files(sweeps: bool = False) -> list[Path]:
     return [p for p in found if p.name.endswith(SWEEP_SUFFIX) == sweeps]
 
 
+def _print_scenario_folders() -> None:
+    """The shipped scenarios as ``raysfl list`` shows them: top-level files by name, folders by count.
+
+    Hundreds of files would push every other registry off the screen; ``raysfl list scenarios`` names them.
+    """
+    files, sweeps = _scenario_files(), _scenario_files(sweeps=True)
+
+    def count(n_files: int, n_sweeps: int) -> str:
+        named = ((n_files, "scenario"), (n_sweeps, "sweep"))
+        return ", ".join(f"{n} {word}{'' if n == 1 else 's'}" for n, word in named if n)
+
+    print(f"scenarios ({count(len(files), len(sweeps))}; `raysfl list scenarios` names each):")
+    counts: dict[str, list[int]] = {}
+    for kind, paths in enumerate((files, sweeps)):
+        for path in paths:
+            rel = path.relative_to(SCENARIO_ROOT.parent)
+            if len(rel.parts) == 2:  # scenarios/default.toml
+                print(f"  {rel}")
+                continue
+            counts.setdefault(f"{rel.parts[0]}/{rel.parts[1]}/", [0, 0])[kind] += 1
+    for folder, (n_files, n_sweeps) in sorted(counts.items()):
+        print(f"  {folder:<28} {count(n_files, n_sweeps)}")
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     """Print the registries: scenarios, datasets, models, algorithms, device profiles."""
     import dataclasses
@@ -81,7 +105,9 @@ def cmd_list(args: argparse.Namespace) -> int:
             raise UsageError(f"list {what}: takes no names (only `raysfl list algorithms NAME...` does)")
         _list_named_methods(args.names)
         return 0
-    if what in ("all", "scenarios"):
+    if what == "all":
+        _print_scenario_folders()
+    if what == "scenarios":
         print("scenarios:")
         for path in _scenario_files():
             print(f"  {path.relative_to(SCENARIO_ROOT.parent)}")
