@@ -23,9 +23,11 @@ every class of an object they keep must be listed in ``AlgorithmSpec.state_class
 Two helpers give a method the server-side loops the built-in methods use: :func:`evaluate_model` (top-1
 accuracy and mean cross-entropy of a whole model on the test set, in cache-sized chunks on the CPU, one
 device read per evaluation) and :func:`load_into` (a state dict into a module in place, without
-``load_state_dict``'s wait per tensor on a GPU). :func:`make_optimizer` builds the optimizer the scenario's
-``[train]`` section describes (``optimizer``, ``lr``, ``momentum``, ``weight_decay``), as the built-in methods
-do: the engine applies none of ``[train]`` for a method, which reads what it supports.
+``load_state_dict``'s wait per tensor on a GPU). :func:`batch_size_at` is the size of a client's n-th
+minibatch, less than B for an epoch's last one, for a policy that charges each step's bytes and FLOPs.
+:func:`make_optimizer` builds the optimizer the scenario's ``[train]`` section describes (``optimizer``,
+``lr``, ``momentum``, ``weight_decay``), as the built-in methods do: the engine applies none of ``[train]``
+for a method, which reads what it supports.
 
 A client whose model has random layers (dropout) runs them under :func:`seeded_if` with its own generator
 (:func:`draws_randomness` tells whether a model has such layers), so its masks do not depend on the pool; a
@@ -57,6 +59,7 @@ from raysfl.algorithms.actions import (
     Stop,
 )
 from raysfl.algorithms.base import AlgorithmSpec, RunSetup
+from raysfl.algorithms.common.batching import batch_size_at
 from raysfl.algorithms.common.device import load_into
 from raysfl.algorithms.common.evaluate import evaluate_model
 from raysfl.algorithms.common.optim import make_optimizer
@@ -250,6 +253,7 @@ __all__ = [
     "SplitModel",
     "Stop",
     "TimeModel",
+    "batch_size_at",
     "check_logic",
     "check_spec",
     "draws_randomness",

@@ -460,7 +460,8 @@ def _child_dir(root: Path, name: str) -> Path:
 def _run_backend(args: argparse.Namespace) -> str:
     """``--backend``; else, for ``--resume`` without ``--address``, the run's own backend; else Ray.
 
-    A run made with ``--backend local`` resumes locally unless told otherwise (it had started Ray before).
+    A run made with ``--backend local`` resumes locally unless told otherwise (it had started Ray before);
+    ``$RAY_ADDRESS``, which may be set for every command, does not override that, only ``--address`` does.
     The backend is read from ``config.toml``'s ``[run]``; a run folder without a readable one resumes on Ray.
     """
     from raysfl.run_files import RunDirError, printable, read_config

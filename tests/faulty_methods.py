@@ -137,7 +137,7 @@ class PolicyWithMistakes(HingePolicy):
     slot nobody produced; 93: ``Call(CLIENT, HingeServer.send_model)``; 94: an event in the past; 95: a
     client call without ``client=``; 96: a client call for client K; 97: a ``Report`` without its
     ``iteration``; 98: a log row with a column nobody declared; 99: a tensor in a log column; 100: a
-    float in an integer column.
+    float in an integer column; 101: a ``Report`` whose info holds ``bytes_up``, which the engine writes.
     """
 
     def start(self) -> Any:
@@ -159,11 +159,9 @@ class PolicyWithMistakes(HingePolicy):
         if mistake in (95, 96):
             client = {95: -1, 96: self.setup.num_clients}[mistake]
             return [Call(CLIENT, HingeClient.train, (Slot(("w",)),), client=client)]
-        if mistake == 97:
-            return [
-                Call(SERVER, HingeServer.evaluate, out=Slot(("eval",))),
-                Report(Slot(("eval",)), {"t": ev.t}),
-            ]
+        if mistake in (97, 101):
+            info = {"t": ev.t} if mistake == 97 else {"iteration": 1, "t": ev.t, "bytes_up": 0}
+            return [Call(SERVER, HingeServer.evaluate, out=Slot(("eval",))), Report(Slot(("eval",)), info)]
         actions = super().on_event(ev)
         if mistake in (98, 99, 100):
             (log,) = [a for a in actions if isinstance(a, Log) and a.row["kind"] == "arrival"]

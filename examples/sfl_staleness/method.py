@@ -47,6 +47,7 @@ from raysfl.api import (
     SplitModel,
     Stop,
     TimeModel,
+    batch_size_at,
     draws_randomness,
     evaluate_model,
     load_into,
@@ -95,11 +96,11 @@ class SplitClientState:
 class SplitClient:
     """The client part of the model, shared by every client of a pool; per-client data lives in the state.
 
-    A job spans 2E + 1 calls, and other clients' calls run in between, so the job's weights stay in the
-    client's state and run through the pool's one module with ``functional_call``. Between a forward and
-    its backward the client keeps its input batch and RNG state, not the autograd graph (graphs cannot be
-    checkpointed): the backward runs the forward again under ``replaying_rng``, which gives the activations
-    that were sent, dropout masks included.
+    A job is E + 1 calls of its client (``begin``, ``step`` E − 1 times, ``finish``), and other clients'
+    calls run in between, so the job's weights stay in the client's state and run through the pool's one
+    module with ``functional_call``. Between a forward and its backward the client keeps its input batch and
+    RNG state, not the autograd graph (graphs cannot be checkpointed): the backward runs the forward again
+    under ``replaying_rng``, which gives the activations that were sent, dropout masks included.
     """
 
     def __init__(
@@ -153,9 +154,8 @@ class SplitClient:
         with seeded_if(self.random, st.gen):
             x, y = self._batch(st)
             st.pending_x, st.pending_rng = x, torch.get_rng_state()
-            scratch = {
-                n: b.clone() for n, b in st.buffers.items()
-            }  # statistics: updated by the backward's pass
+            # the statistics are updated by the backward's pass, so this one runs on copies
+            scratch = {n: b.clone() for n, b in st.buffers.items()}
             with torch.no_grad():
                 acts = functional_call(self.net, (st.params, scratch), (x,))
         return acts, y
@@ -205,7 +205,11 @@ class SplitServer:
         return self.global_client
 
     def train_step(self, client: int, batch: Batch) -> torch.Tensor:
-        """One server step on a client's activations at learning rate η·s(τ); the gradient at the cut."""
+        """One server step on a client's activations at learning rate η·s(τ); the gradient at the cut.
+
+        With ``train.momentum`` the step is the momentum buffer's, so s(τ) scales the whole step (the
+        buffer's earlier, fresher gradients included), not only the stale gradient's share of it.
+        """
         acts, y = (t.to(self.device) for t in batch)
         acts.requires_grad_(True)
         weight = staleness_weight(self.version - self.bases[client], self.p)
@@ -255,10 +259,8 @@ class SplitPolicy:
             profile,
             rng,
         )
-        batch = self.cfg.batch_size
         self.model_bytes = profile.client_model_bytes + profile.client_buffer_bytes
-        self.grad_bytes = profile.activation_bytes * batch
-        self.acts_bytes = self.grad_bytes + 8 * batch  # activations and int64 labels
+        self.steps_done = [0] * setup.num_clients  # minibatches each client has taken, over all its jobs
         self.idle = list(range(setup.num_clients))
         self.base: dict[int, int] = {}  # the version each running job started from
         self.steps_left: dict[int, int] = {}
@@ -307,28 +309,39 @@ class SplitPolicy:
             Schedule(arrive, "acts", k, {"awaits": acts.name}),
         ]
 
+    def _batch(self, k: int) -> int:
+        """The size of client k's current minibatch: B, or less for the last of an epoch."""
+        return batch_size_at(self.steps_done[k], self.setup.client_size(k), self.cfg.batch_size)
+
+    def _acts_bytes(self, batch: int) -> int:
+        """An upload: the batch's activations and its int64 labels."""
+        return (self.profile.activation_bytes + 8) * batch
+
     def _forward_and_upload_s(self, k: int) -> float:
-        forward = self.time.compute_s(k, self.profile.client_forward_flops, self.cfg.batch_size)
-        return forward + self.time.upload_s(k, self.acts_bytes)
+        batch = self._batch(k)
+        forward = self.time.compute_s(k, self.profile.client_forward_flops, batch)
+        return forward + self.time.upload_s(k, self._acts_bytes(batch))
 
     def _server_step(self, k: int, t: float) -> list[Action]:
         """The server takes the activations when it is free, steps, and sends the gradient back."""
-        acts, grad = Slot(("acts", k)), Slot(("grad", k))
+        acts, grad, batch = Slot(("acts", k)), Slot(("grad", k)), self._batch(k)
         flops = self.profile.server_forward_flops + self.profile.server_backward_flops
-        self.server_free_at = max(t, self.server_free_at) + self.time.server_s(flops, self.cfg.batch_size)
-        back = self.server_free_at + self.time.download_s(k, self.grad_bytes)
+        self.server_free_at = max(t, self.server_free_at) + self.time.server_s(flops, batch)
+        back = self.server_free_at + self.time.download_s(k, self.profile.activation_bytes * batch)
         staleness = self.version - self.base[k]
+        row = LogRow(t=t, kind="acts", client=k, bytes_up=self._acts_bytes(batch), staleness=staleness)
         return [
             Call(SERVER, SplitServer.train_step, (k, acts), out=grad, free=(acts,)),
-            Log(LogRow(t=t, kind="acts", client=k, bytes_up=self.acts_bytes, staleness=staleness)),
+            Log(row),
             Schedule(back, "grad", k, {"awaits": grad.name}),
         ]
 
     def _client_step(self, k: int, t: float) -> list[Action]:
         """Back-propagate the gradient; then forward the next batch, or upload the client part."""
-        grad = Slot(("grad", k))
-        backward = self.time.compute_s(k, self.profile.client_backward_flops, self.cfg.batch_size)
-        log = Log(LogRow(t=t, kind="grad", client=k, bytes_down=self.grad_bytes))
+        grad, batch = Slot(("grad", k)), self._batch(k)
+        backward = self.time.compute_s(k, self.profile.client_backward_flops, batch)
+        log = Log(LogRow(t=t, kind="grad", client=k, bytes_down=self.profile.activation_bytes * batch))
+        self.steps_done[k] += 1  # this minibatch is done: the next forward takes the client's next one
         self.steps_left[k] -= 1
         if self.steps_left[k] > 0:
             acts = Slot(("acts", k))

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from examples.fedasync_hinge.test_fedasync_hinge import outputs
 from examples.sfl_staleness.method import SPEC, SplitClient, SplitServer, staleness_weight
@@ -84,27 +85,49 @@ def test_a_stale_server_step_is_taken_at_eta_times_s_tau():
     assert moves[0].abs().max() > 0
 
 
-def test_the_recomputed_backward_steps_like_one_autograd_pass():
-    """The client keeps its batch, not the graph; its step must equal forward + backward on one graph."""
+class _Parts:
+    """What the client factory reads of a split model: its client part."""
+
+    def __init__(self, client: torch.nn.Module) -> None:
+        self.client = client
+
+
+@pytest.mark.parametrize("net", ["lenet5", "conv-bn-dropout"])
+def test_the_recomputed_backward_steps_like_one_autograd_pass(net):
+    """The client keeps its batch, not the graph; its step must equal forward + backward on one graph, with
+    the dropout masks that were sent and BatchNorm statistics updated once."""
     setup = _setup(["train.momentum=0", "train.weight_decay=0"])
-    model = _lenet()
+    torch.manual_seed(0)
+    if net == "lenet5":
+        model = _lenet()
+    else:
+        layers = (nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Dropout(0.5))
+        model = _Parts(nn.Sequential(*layers))
     rng = np.random.default_rng(0)
     train_x = rng.integers(0, 256, (40, 1, 28, 28), dtype=np.uint8)
     transform = type("Identity", (), {"train": staticmethod(lambda x, gen: x.float() / 255)})()
     client = SplitClient(setup, model, train_x, rng.integers(0, 10, 40), transform)
+    assert client.random == (net != "lenet5")
     st = client.init_state(0, np.arange(40), np.random.SeedSequence(1))
     start = {n: w.clone() for n, w in model.client.state_dict().items()}
     acts, _ = client.begin(st, start)
-    x = st.pending_x.clone()
+    x, rng_state = st.pending_x.clone(), st.pending_rng.clone()
     grad = torch.randn_like(acts)
     client.step(st, grad)
     reference = copy.deepcopy(model.client)
     reference.load_state_dict(start)
-    out = reference(x)
-    torch.testing.assert_close(out.detach(), acts)  # the activations sent
+    reference.train()
+    with torch.random.fork_rng(devices=[]):
+        torch.set_rng_state(rng_state)  # the masks the client drew for the activations it sent
+        out = reference(x)
+    torch.testing.assert_close(out.detach(), acts)
     out.backward(grad)
     for n, w in reference.named_parameters():
         torch.testing.assert_close(st.params[n], w.detach() - setup.scenario.train.lr * w.grad)
+    for n, b in reference.named_buffers():  # one update of the running statistics, not two
+        torch.testing.assert_close(st.buffers[n], b)
+    if net != "lenet5":
+        assert (acts == 0).float().mean() > 0.3  # dropout did drop
 
 
 def test_the_spec_satisfies_the_protocols():
@@ -125,6 +148,8 @@ def test_it_learns_and_logs_every_step_of_every_job(local_run):
     assert [r["iteration"] for r in metrics] == [0, 4, 8, 12]
     assert metrics[-1]["accuracy"] > 0.3  # 10 classes: chance is 0.1
     assert all(0 < r["mean_step_weight"] <= 1 for r in metrics[1:])
+    sizes = {e["bytes_up"] // (1600 + 8) for e in events if e["kind"] == "acts"}  # LeNet-5: 400 floats
+    assert sizes == {16, 4}  # 100 samples a client, B = 16: six full batches, then 4 to end each epoch
     kinds = [e["kind"] for e in events]
     jobs = kinds.count("start")
     assert kinds.count("model") == 12 and jobs == 12 + 2  # 3 jobs run at once; 2 are open at the stop

@@ -42,17 +42,17 @@ def cache_dir() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "raysfl"
 
 
-def untrusted_reason(folder: Path) -> str | None:
-    """Why another account could have written entries into the existing ``folder``; ``None`` if none could.
+def untrusted_reason(st: os.stat_result) -> str | None:
+    """Why another account could have written the cache folder or entry ``st`` describes; ``None`` if none.
 
     Another user's folder, or one that group or others can write to (a shared ``/tmp`` folder named by
     ``$RAYSFL_CACHE``, a home under ``umask 002``), could hold planted entries: arrays that load as a
-    dataset without being it. Systems without POSIX owners (Windows) are not checked.
+    dataset without being it. An entry is checked too: one planted while its folder was open stays after a
+    ``chmod go-w``. Systems without POSIX owners (Windows) are not checked.
     """
     getuid = getattr(os, "getuid", None)
     if getuid is None:
         return None
-    st = folder.stat()
     if st.st_uid != getuid():
         return f"it belongs to user id {st.st_uid}, not to this user ({getuid()})"
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
@@ -112,7 +112,7 @@ def cached_arrays(
     path = cache_path(source, tag)
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        reason = untrusted_reason(path.parent)
+        reason = untrusted_reason(path.parent.stat())
     except OSError as err:
         warnings.warn(f"could not use the data cache {path.parent}: {err}", stacklevel=2)
         return build()
@@ -120,8 +120,12 @@ def cached_arrays(
         warnings.warn(f"not using the data cache {path.parent}: {reason}", stacklevel=2)
         return build()
     try:
-        with open(path, "rb") as stored, np.load(stored, allow_pickle=False) as npz:
-            return {k: npz[k] for k in npz.files}
+        with open(path, "rb") as stored:
+            planted = untrusted_reason(os.fstat(stored.fileno()))
+            if planted is None:
+                with np.load(stored, allow_pickle=False) as npz:
+                    return {k: npz[k] for k in npz.files}
+        warnings.warn(f"replacing the data cache entry {path}: {planted}", stacklevel=2)
     except FileNotFoundError:  # not cached (or removed by another process since)
         pass
     except (OSError, ValueError, zipfile.BadZipFile, EOFError):

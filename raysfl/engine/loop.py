@@ -64,8 +64,8 @@ def metric_values(metrics: Any, taken: Collection[str] = ()) -> dict[str, Any]:
     clash = [k for k in out if k in taken]
     if clash:
         raise ValueError(
-            f"evaluate returned {', '.join(map(repr, clash))}, a column the engine writes in every metrics "
-            f"row ({', '.join(map(repr, taken))}); name the metric otherwise"
+            f"evaluate returned {', '.join(map(repr, clash))}, a column its metrics row already has from the "
+            f"engine or the policy's Report ({', '.join(map(repr, taken))}); name the metric otherwise"
         )
     return out
 

@@ -10,6 +10,7 @@ import numpy as np
 from raysfl.algorithms.actions import CLIENT, SERVER, Call, Report
 
 REPORT_KEYS = ("iteration", "t")  # what every sink reads from a report's info
+ENGINE_REPORT_KEYS = ("bytes_up", "bytes_down", "events", "wall_s")  # what the engine adds to a report's row
 
 
 class MethodError(RuntimeError):
@@ -68,6 +69,12 @@ def report_problem(report: Report) -> str | None:
             f"Report({report.slot!r}) with no {' or '.join(map(repr, missing))} in its info "
             f"({sorted(map(str, info))}); every report says which global iteration ('iteration', a whole "
             "number) it evaluates and at which emulated time ('t', seconds)"
+        )
+    engine = [k for k in ENGINE_REPORT_KEYS if k in info]
+    if engine:
+        return (
+            f"Report({report.slot!r}) with {', '.join(map(repr, engine))} in its info, which the engine "
+            "writes in every metrics row (the run's traffic and event counters, the wall time); rename it"
         )
     if isinstance(info["iteration"], bool) or not isinstance(info["iteration"], (int, np.integer)):
         return f"Report({report.slot!r}) with iteration = {info['iteration']!r}; it is a whole number"

@@ -276,13 +276,18 @@ def final_metrics(last: Mapping[str, Any]) -> dict[str, Any]:
     ``accuracy``, ``loss`` and the method's own metrics (a split server's ``train_loss``, the per-kind traffic
     ``bytes_up_*`` / ``load_*``, ``storage_*``, FedASMU's controls): the numbers of the last
     ``metrics.parquet`` row, without ``iteration``, ``t``, ``wall_s`` and the counters, which
-    ``summary.json`` gives on their own (as ``global_iterations``, ``emulated_s``, ...).
+    ``summary.json`` gives on their own (as ``global_iterations``, ``emulated_s``, ...). A NumPy scalar of a
+    policy's report is read as its number; NaN and infinities (a diverged loss) are ``None``, JSON's
+    ``null``, since JSON has no such numbers.
     """
-    return {
-        k: v
-        for k, v in last.items()
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ENGINE_METRIC_COLUMNS
-    }
+    out: dict[str, Any] = {}
+    for key, value in last.items():
+        if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+            value = value.item()
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if number and key not in ENGINE_METRIC_COLUMNS:
+            out[key] = value if math.isfinite(value) else None
+    return out
 
 
 def summarize(totals: Totals, wall_s: float, interrupted: bool, prep: Prepared) -> dict[str, Any]:

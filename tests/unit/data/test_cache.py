@@ -11,6 +11,8 @@ import pytest
 
 from raysfl.data.cache import cache_dir, cache_path, cached_arrays
 
+pytestmark = pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX owners and modes")
+
 
 def _source(tmp_path: Path) -> Path:
     source = tmp_path / "images.bin"
@@ -36,7 +38,11 @@ def _plant(source: Path) -> Path:
 
 def test_the_cache_folder_is_made_private_and_its_entry_is_reused(tmp_path: Path) -> None:
     source, calls = _source(tmp_path), []
-    first = cached_arrays(source, "tag", _builder(calls))
+    umask = os.umask(0o022)  # the usual one: the folder's 0700 must come from raysfl
+    try:
+        first = cached_arrays(source, "tag", _builder(calls))
+    finally:
+        os.umask(umask)
     assert stat.S_IMODE(cache_dir().stat().st_mode) & 0o077 == 0
     second = cached_arrays(source, "tag", _builder(calls))
     assert calls == [1]  # the second load read the entry
@@ -75,3 +81,16 @@ def test_a_cache_folder_that_cannot_be_made_is_skipped(
     with pytest.warns(UserWarning, match="could not use the data cache"):
         arrays = cached_arrays(_source(tmp_path), "tag", _builder(calls))
     assert calls == [1] and arrays["x"].shape == (2, 3)
+
+
+def test_an_entry_planted_while_the_folder_was_open_is_replaced(tmp_path: Path) -> None:
+    """`chmod go-w` on the folder, as the warning advises, leaves what others wrote there before."""
+    source, calls = _source(tmp_path), []
+    cache_dir().mkdir(mode=0o700)
+    planted = _plant(source)
+    planted.chmod(0o666)
+    with pytest.warns(UserWarning, match=r"replacing the data cache entry .*group or others can write"):
+        arrays = cached_arrays(source, "tag", _builder(calls))
+    assert calls == [1] and arrays["x"].max() == 5
+    assert stat.S_IMODE(planted.stat().st_mode) & 0o077 == 0  # the built arrays replaced it
+    assert cached_arrays(source, "tag", _builder(calls))["x"].max() == 5 and calls == [1]

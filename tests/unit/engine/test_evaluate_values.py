@@ -42,8 +42,9 @@ def test_tensor_and_numpy_scalars_from_evaluate_are_written_as_numbers(tmp_path)
         (
             "EVAL_CLASH",
             EvaluateError,
-            r"evaluate returned 'iteration', 'bytes_up', a column the engine writes in every metrics row "
-            r"\('iteration', 't', 'bytes_up', 'bytes_down', 'events', 'wall_s'\); name the metric otherwise",
+            r"evaluate returned 'iteration', 'bytes_up', a column its metrics row already has from the "
+            r"engine or the policy's Report \('iteration', 't', 'bytes_up', 'bytes_down', 'events', "
+            r"'wall_s'\); name the metric otherwise",
         ),
     ],
 )
@@ -80,7 +81,7 @@ def test_metric_values_reads_scalars_and_names_what_is_wrong():
         metric_values({"accuracy": 0.5, "loss": 1.0, "hist": [1, 2]})
     with pytest.raises(ValueError, match=r"no 'accuracy' and no 'loss' \(its keys: none\)"):
         metric_values({})
-    with pytest.raises(ValueError, match=r"evaluate returned 't', a column the engine writes"):
+    with pytest.raises(ValueError, match=r"evaluate returned 't', a column its metrics row already has"):
         metric_values({"accuracy": 0.5, "loss": 1.0, "t": 3.0}, taken=("iteration", "t"))
     assert metric_values({"accuracy": 0.5, "loss": 1.0, "t": 3.0}) == {"accuracy": 0.5, "loss": 1.0, "t": 3.0}
 
@@ -93,3 +94,17 @@ def test_summary_final_metrics_are_the_last_rows_numbers(tmp_path):
     assert {"accuracy", "loss", "mean_alpha"} <= set(final)
     assert final == {k: last[k] for k in final}
     assert not {"iteration", "t", "wall_s", "bytes_up", "bytes_down", "events"} & set(final)
+
+
+def test_final_metrics_are_json_numbers():
+    """A diverged loss (NaN) made summary.json hold NaN, which is no JSON; NumPy scalars were left out."""
+    import math
+
+    import numpy as np
+
+    from raysfl.engine.runner import final_metrics
+
+    last = {"iteration": 4, "t": 2.0, "accuracy": 0.1, "loss": math.nan, "gap": np.float32(0.5), "ok": True}
+    final = final_metrics({**last, "spread": -math.inf, "note": "text", "wall_s": 3.0})
+    assert final == {"accuracy": 0.1, "loss": None, "gap": 0.5, "spread": None}
+    json.dumps(final, allow_nan=False)

@@ -33,8 +33,21 @@ from tests.unit.engine.test_checkpoint_resume import crash_after, rows
         ),
         (99, r"column 'staleness' holds int64, not Tensor tensor\(2\)"),
         (100, r"column 'staleness' holds int64, not float 2.0"),
+        (
+            101,
+            r"returned Report\(Slot\(name=\('eval',\)\)\) with 'bytes_up' in its info, which the engine "
+            r"writes",
+        ),
     ],
-    ids=["no-client", "client-K", "report-without-iteration", "undeclared-column", "tensor", "float-in-int"],
+    ids=[
+        "no-client",
+        "client-K",
+        "report-without-iteration",
+        "undeclared-column",
+        "tensor",
+        "float-in-int",
+        "report-with-engine-key",
+    ],
 )
 def test_a_policy_mistake_is_refused_before_it_reaches_a_pool_or_a_sink(tmp_path, b, message):
     with pytest.raises(PolicyError, match=message):
