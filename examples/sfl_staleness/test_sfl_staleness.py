@@ -4,7 +4,6 @@ Runs on synthetic data (the scenario file's data section overridden), so it need
 """
 
 import copy
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ from raysfl.api import RunSetup, check_spec
 from raysfl.engine import runner
 from raysfl.models.zoo import build_split_model
 from raysfl.scenario import load_scenario
+from tests.unit.engine.test_checkpoint_resume import crash_after
 
 SCENARIO = Path(__file__).parent / "scenario.toml"
 TINY = [
@@ -33,6 +33,7 @@ TINY = [
     "train.eval_every=4",
     "metrics.progress=false",
 ]
+CHECKPOINTED = [*TINY, "engine.checkpoint_every=4", "engine.keep_checkpoints=10"]
 
 
 def _setup(overrides: list[str]) -> RunSetup:
@@ -137,8 +138,7 @@ def test_the_spec_satisfies_the_protocols():
 @pytest.fixture(scope="module")
 def local_run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("sfl") / "local"
-    sc = load_scenario(SCENARIO, [*TINY, "engine.checkpoint_every=4", "engine.keep_checkpoints=10"])
-    summary = runner.run(sc, out, backend="local")
+    summary = runner.run(load_scenario(SCENARIO, CHECKPOINTED), out, backend="local")
     assert summary["global_iterations"] == 12 and summary["stop_reason"] == "budget reached"
     return out
 
@@ -159,14 +159,8 @@ def test_it_learns_and_logs_every_step_of_every_job(local_run):
 
 
 def test_it_resumes_from_a_checkpoint_to_the_same_numbers(local_run, tmp_path):
-    crashed = tmp_path / "crashed"
-    shutil.copytree(local_run, crashed)
-    for ck in (crashed / "checkpoints").glob("ckpt-*.pt"):
-        if ck.name > "ckpt-000004.pt":
-            ck.unlink()
-    (crashed / "summary.json").unlink()
-    sc = load_scenario(SCENARIO, [*TINY, "engine.checkpoint_every=4", "engine.keep_checkpoints=10"])
-    resumed = runner.run(sc, crashed, backend="local", resume=True)
+    crashed = crash_after(local_run, tmp_path / "crashed", "ckpt-000004.pt")
+    resumed = runner.run(load_scenario(SCENARIO, CHECKPOINTED), crashed, backend="local", resume=True)
     assert resumed["resumed_from"] == "ckpt-000004.pt"
     assert outputs(crashed) == outputs(local_run)
 

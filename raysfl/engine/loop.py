@@ -20,6 +20,11 @@ from raysfl.metrics.columns import COLUMN_TYPES, event_columns, row_problems
 REQUIRED_METRICS = ("accuracy", "loss")
 
 
+def plain_scalar(value: Any) -> Any:
+    """A 0-d tensor or array, or a NumPy scalar, as the Python number it holds; anything else as it is."""
+    return value.item() if getattr(value, "ndim", None) == 0 and hasattr(value, "item") else value
+
+
 def metric_values(metrics: Any, taken: Collection[str] = ()) -> dict[str, Any]:
     """A report's value (what the server's ``evaluate`` returned) as the metric columns of its row.
 
@@ -46,8 +51,7 @@ def metric_values(metrics: Any, taken: Collection[str] = ()) -> dict[str, Any]:
         )
     out: dict[str, Any] = {}
     for key, value in metrics.items():
-        if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # 0-d tensor / array, NumPy scalar
-            value = value.item()
+        value = plain_scalar(value)
         if value is not None and not isinstance(value, (int, float, str, bool)):
             shape = f" of shape {tuple(value.shape)}" if hasattr(value, "shape") else ""
             raise TypeError(

@@ -45,7 +45,8 @@ from raysfl.engine.clock import RealtimeClock, VirtualClock
 from raysfl.engine.dispatch import Dispatcher, LocalDispatcher, WorkerLostError
 from raysfl.engine.hosts import ClientHost, ServerDeviceError, ServerHost, build_model, pick_device
 from raysfl.engine.interrupts import remembered_interrupts
-from raysfl.engine.loop import Coordinator, ResumableSink, Sink, Totals
+from raysfl.engine.loop import Coordinator, ResumableSink, Sink, Totals, plain_scalar
+from raysfl.engine.policy_errors import ENGINE_REPORT_KEYS, REPORT_KEYS
 from raysfl.engine.provenance import processor_name, source_commit
 from raysfl.engine.rng import stream
 from raysfl.metrics.parquet import EventLog, MetricsLog, event_schema
@@ -267,9 +268,6 @@ def _time_scale(sc: Scenario) -> float | None:
     return sc.engine.time_scale if sc.engine.clock == "realtime" else None
 
 
-ENGINE_METRIC_COLUMNS = ("iteration", "t", "wall_s", "bytes_up", "bytes_down", "events")
-
-
 def final_metrics(last: Mapping[str, Any]) -> dict[str, Any]:
     """``summary.json``'s ``final_metrics``: the last evaluation's numbers other than the engine's columns.
 
@@ -281,11 +279,10 @@ def final_metrics(last: Mapping[str, Any]) -> dict[str, Any]:
     ``null``, since JSON has no such numbers.
     """
     out: dict[str, Any] = {}
-    for key, value in last.items():
-        if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
-            value = value.item()
+    for key, raw in last.items():
+        value = plain_scalar(raw)
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if number and key not in ENGINE_METRIC_COLUMNS:
+        if number and key not in REPORT_KEYS + ENGINE_REPORT_KEYS:
             out[key] = value if math.isfinite(value) else None
     return out
 
