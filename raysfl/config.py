@@ -78,6 +78,7 @@ class OptionMeta:
     lt: float | None = None
     check: Callable[[Any], str | None] | None = None
     synonyms: Mapping[Any, Any] | None = dataclasses.field(default=None, hash=False)
+    applies: Mapping[str, tuple[Any, ...]] | None = dataclasses.field(default=None, hash=False)
 
 
 def option(
@@ -92,6 +93,7 @@ def option(
     check: Callable[[Any], str | None] | None = None,
     factory: Any = dataclasses.MISSING,
     synonyms: Mapping[Any, Any] | None = None,
+    applies: Mapping[str, Sequence[Any]] | None = None,
 ) -> Any:
     """Declare a configuration field with its default, allowed values and a one-line doc.
 
@@ -100,6 +102,9 @@ def option(
     Use ``factory`` for nested dataclasses. ``synonyms`` maps other spellings of a value (an old name) to
     the value they stand for; :func:`build` stores the value, so ``{"none": "constant"}`` makes
     ``"none"`` build as ``"constant"`` (each synonym's target must itself be allowed).
+    ``applies`` maps sibling fields to the values under which this option is read at all
+    (``{"kind": ("wireless",)}``: only a wireless link reads it); :func:`unused_options` lists the options a
+    set of values leaves unread, so a report does not tell two runs apart by them.
 
     Every float must be finite unless it equals the field's default (a default of ``-inf`` may mean
     "unset"); every string is at most :data:`MAX_STRING_CHARS` long without control characters.
@@ -108,7 +113,8 @@ def option(
     if synonyms and allowed is not None and any(v not in allowed for v in synonyms.values()):
         raise TypeError(f"option synonyms {dict(synonyms)!r} must map to values of choices {allowed!r}")
     frozen = types.MappingProxyType(dict(synonyms)) if synonyms else None
-    meta = {_META: OptionMeta(doc, allowed, ge, gt, le, lt, check, frozen)}
+    when = types.MappingProxyType({k: tuple(v) for k, v in applies.items()}) if applies else None
+    meta = {_META: OptionMeta(doc, allowed, ge, gt, le, lt, check, frozen, when)}
     if factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -117,6 +123,42 @@ def option(
 def option_meta(field: dataclasses.Field) -> OptionMeta:
     """The :class:`OptionMeta` of a field (empty when it was declared without :func:`option`)."""
     return field.metadata.get(_META, OptionMeta())
+
+
+def unused_options(cls: type, values: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Dotted names of the options of ``cls`` (and its nested sections) that ``values`` leaves unread.
+
+    An option declared with ``applies={"kind": ("wireless",)}`` is unused when the section's ``kind``
+    (from ``values``, else its default) is another. Nested dataclass sections are walked with their
+    sub-mapping of ``values``; anything ``values`` holds that ``cls`` does not declare is ignored.
+
+    Example:
+        >>> @dataclasses.dataclass(frozen=True)
+        ... class Link:
+        ...     kind: str = option("fixed", choices=("fixed", "wireless"))
+        ...     radius_m: float = option(1000.0, applies={"kind": ("wireless",)})
+        >>> unused_options(Link, {"kind": "fixed", "radius_m": 500.0}, prefix="system.link.")
+        ['system.link.radius_m']
+    """
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+
+    def value(name: str) -> Any:
+        if name in values:
+            return values[name]
+        f = fields[name]
+        return f.default if f.default is not dataclasses.MISSING else None
+
+    unused: list[str] = []
+    for name, f in fields.items():
+        sub = values.get(name)
+        if dataclasses.is_dataclass(hints.get(name)) and isinstance(sub, Mapping):
+            unused += unused_options(hints[name], sub, f"{prefix}{name}.")
+            continue
+        when = option_meta(f).applies or {}
+        if any(value(other) not in allowed for other, allowed in when.items()):
+            unused.append(prefix + name)
+    return unused
 
 
 def aliases(**old_to_new: str) -> Callable[[type[T]], type[T]]:
@@ -400,13 +442,14 @@ def default_problems(cls: type) -> list[str]:
 
     Each default is checked as :func:`build` checks a given value: an annotation that names nothing, a
     default of another type, out of range or not among ``choices``, a NaN. A method's defaults are not
-    given by the user, so without this a bad one would run unchecked.
+    given by the user, so without this a bad one would run unchecked. An ``applies`` condition must name
+    a sibling field, with values among that field's ``choices`` when it has them.
     """
     try:
         hints = typing.get_type_hints(cls)
     except Exception as err:  # noqa: BLE001 - whatever resolving an annotation raises, said as a problem
         return [f"{cls.__qualname__}: an annotation cannot be resolved ({type(err).__name__}: {err})"]
-    problems: list[str] = []
+    problems: list[str] = _applies_problems(cls)
     for f in dataclasses.fields(cls):
         if f.default is dataclasses.MISSING:
             if dataclasses.is_dataclass(hints.get(f.name)) and f.default_factory is not dataclasses.MISSING:
@@ -423,6 +466,27 @@ def default_problems(cls: type) -> list[str]:
             problems.append(f"{where}: nan is not allowed; give a number")
         else:
             _check_bounds(converted, option_meta(f), where, problems)
+    return problems
+
+
+def _applies_problems(cls: type) -> list[str]:
+    """``applies`` conditions of ``cls``'s options that name no sibling or a value it never takes."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    problems = []
+    for f in fields.values():
+        for other, allowed in (option_meta(f).applies or {}).items():
+            where = f"{cls.__qualname__}.{f.name} (applies)"
+            if other not in fields or other == f.name:
+                problems.append(f"{where}: {other!r} is not another option of {cls.__qualname__}")
+                continue
+            choices = option_meta(fields[other]).choices
+            if choices is None:
+                continue
+            stray = [v for v in allowed if v not in choices]
+            if stray:
+                problems.append(
+                    f"{where}: {other} is never {short_repr(stray)}; it is one of {list(choices)}"
+                )
     return problems
 
 

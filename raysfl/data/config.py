@@ -47,16 +47,23 @@ class DataConfig:
         "§8; contiguous / iid-equal = ⌊N/K⌋ samples each in file order / at random [C] CSE-FSL spec §2.7-8",
     )
     shards_per_client: int = option(
-        2, ge=1, doc="shards per client; at most this many labels per client [P] GAS s=2 (s=4 CINIC)"
+        2,
+        ge=1,
+        doc="shards per client; at most this many labels per client [P] GAS s=2 (s=4 CINIC)",
+        applies={"partition": ("shard",)},
     )
     alpha: float = option(
-        0.1, gt=0, doc="Dirichlet concentration, smaller = more skew [P] GAS α ∈ {0.1, 0.3}"
+        0.1,
+        gt=0,
+        doc="Dirichlet concentration, smaller = more skew [P] GAS α ∈ {0.1, 0.3}",
+        applies={"partition": ("dirichlet",)},
     )
     min_client_size: int = option(
         10,
         ge=1,
         doc="Dirichlet: redraw until every client holds this many samples (≥ 1: a client without data cannot "
         "train) [C] GAS min_require_size",
+        applies={"partition": ("dirichlet",)},
     )
     augment: str = option(
         "auto",
@@ -80,15 +87,44 @@ class DataConfig:
         ge=0,
         doc="train random crop / test center crop size; 0 = image size [C] CSE-FSL uses 24 on CIFAR-10",
     )
-    synthetic_train: int = option(2000, ge=1, le=1_000_000, doc="synthetic dataset: training samples [A]")
-    synthetic_test: int = option(500, ge=1, le=1_000_000, doc="synthetic dataset: test samples [A]")
-    synthetic_image_size: int = option(28, ge=4, doc="synthetic dataset: image height = width in pixels [A]")
-    synthetic_channels: int = option(1, choices=(1, 3), doc="synthetic dataset: channels [A]")
-    synthetic_classes: int = option(10, ge=2, le=256, doc="synthetic dataset: number of classes [A]")
-    synthetic_noise: float = option(
-        0.35, ge=0, doc="synthetic dataset: std of the Gaussian pixel noise on [0, 1] intensities [A]"
+    synthetic_train: int = option(
+        2000,
+        ge=1,
+        le=1_000_000,
+        doc="synthetic dataset: training samples [A]",
+        applies={"dataset": ("synthetic",)},
     )
-    synthetic_seed: int = option(0, ge=0, doc="synthetic dataset: seed of the class patterns and noise [A]")
+    synthetic_test: int = option(
+        500,
+        ge=1,
+        le=1_000_000,
+        doc="synthetic dataset: test samples [A]",
+        applies={"dataset": ("synthetic",)},
+    )
+    synthetic_image_size: int = option(
+        28,
+        ge=4,
+        doc="synthetic dataset: image height = width in pixels [A]",
+        applies={"dataset": ("synthetic",)},
+    )
+    synthetic_channels: int = option(
+        1, choices=(1, 3), doc="synthetic dataset: channels [A]", applies={"dataset": ("synthetic",)}
+    )
+    synthetic_classes: int = option(
+        10, ge=2, le=256, doc="synthetic dataset: number of classes [A]", applies={"dataset": ("synthetic",)}
+    )
+    synthetic_noise: float = option(
+        0.35,
+        ge=0,
+        doc="synthetic dataset: std of the Gaussian pixel noise on [0, 1] intensities [A]",
+        applies={"dataset": ("synthetic",)},
+    )
+    synthetic_seed: int = option(
+        0,
+        ge=0,
+        doc="synthetic dataset: seed of the class patterns and noise [A]",
+        applies={"dataset": ("synthetic",)},
+    )
     download: bool = option(True, doc="try the official download URL when no local copy is found [A]")
 
     def __post_init__(self) -> None:

@@ -32,7 +32,9 @@ class EngineConfig:
         choices=("virtual", "realtime"),
         doc="virtual = deterministic event time; realtime = paced to the wall clock (not deterministic)",
     )
-    time_scale: float = option(1.0, ge=1e-6, doc="realtime mode: emulated seconds per wall second")
+    time_scale: float = option(
+        1.0, ge=1e-6, doc="realtime mode: emulated seconds per wall second", applies={"clock": ("realtime",)}
+    )
     max_inflight: int = option(32, ge=1, doc="bound on outstanding actor calls (object-store backpressure)")
     server_device: str = option("auto", choices=("auto", "cpu", "cuda"), doc="where the server model lives")
     torch_threads: int = option(

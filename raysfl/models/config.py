@@ -46,16 +46,21 @@ class ModelConfig:
     split: str = option("", doc="named cut point between client and server; '' = the model's default split")
     aux: str = option("", doc="auxiliary head on the client activation (CSE-FSL); '' = none")
     vgg19_pool_on_client: bool = option(
-        True, doc="vgg19: the MaxPool closing the cut block runs on the client [A] lightweight-FedSL §5.2"
+        True,
+        doc="vgg19: the MaxPool closing the cut block runs on the client [A] lightweight-FedSL §5.2",
+        applies={"name": ("vgg19",)},
     )
     vgg19_batch_norm: bool = option(
-        True, doc="vgg19: BatchNorm after every conv (adds 2·C_out params each) [A] lightweight-FedSL §5.2"
+        True,
+        doc="vgg19: BatchNorm after every conv (adds 2·C_out params each) [A] lightweight-FedSL §5.2",
+        applies={"name": ("vgg19",)},
     )
     vgg19_width_divisor: int = option(
         1,
         ge=1,
         doc="vgg19: divide every conv and hidden FC width by this (1 = the paper's VGG-19); a small variant "
         "for quick CPU runs [A] lightweight-FedSL quick scenarios",
+        applies={"name": ("vgg19",)},
     )
     alexnet_width_divisor: int = option(
         1,
@@ -63,21 +68,31 @@ class ModelConfig:
         le=32,
         doc="alexnet: divide every conv and hidden Linear width by this (1 = the GAS paper's AlexNet); a "
         "small variant with the same layers and cuts for CPU-sized runs [A] reproduction suite",
+        applies={"name": ("alexnet",)},
     )
     vgg11_batch_norm: bool = option(
-        True, doc="vgg11: BatchNorm after every conv (CIFAR-style VGG-11) [A] FedASMU spec A18"
+        True,
+        doc="vgg11: BatchNorm after every conv (CIFAR-style VGG-11) [A] FedASMU spec A18",
+        applies={"name": ("vgg11",)},
     )
     resnet18_stem: str = option(
         "imagenet",
         choices=("imagenet", "cifar"),
         doc="resnet18 stem: imagenet = 7×7/2 conv + max pool (64×8×8 after layer1 on 32×32), "
         "cifar = 3×3/1 conv (64×32×32) [A] GAS App. H leaves it open",
+        applies={"name": ("resnet18",)},
     )
     vit_patch_size: int = option(
-        4, ge=1, doc="vit_small: square patch side in pixels [A] GAS App. H leaves it open"
+        4,
+        ge=1,
+        doc="vit_small: square patch side in pixels [A] GAS App. H leaves it open",
+        applies={"name": ("vit_small",)},
     )
     vit_embed_dim: int = option(
-        512, ge=8, doc="vit_small: token width, a multiple of the 8 heads [A] GAS App. H leaves it open"
+        512,
+        ge=8,
+        doc="vit_small: token width, a multiple of the 8 heads [A] GAS App. H leaves it open",
+        applies={"name": ("vit_small",)},
     )
     cse_fsl_cifar10_pool: str = option(
         "code",
@@ -85,6 +100,7 @@ class ModelConfig:
         doc="cse_fsl_cifar10: code = 3×3/2 max pools (padding 1), LRN before the second pool, as the "
         "authors' code [C]; paper = 2×2 max pools each followed by LRN, as §VI-A [P]; same shapes and "
         "counts [A] CSE-FSL spec §2.7-10",
+        applies={"name": ("cse_fsl_cifar10",)},
     )
     aux_activation: str = option(
         "relu",
@@ -96,4 +112,5 @@ class ModelConfig:
         True,
         doc="cse_fsl_femnist: ReLU after each client conv as in Reddi et al.; False = authors' code [A] "
         "CSE-FSL spec §2.7-11",
+        applies={"name": ("cse_fsl_femnist",)},
     )

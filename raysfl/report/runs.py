@@ -12,6 +12,7 @@ line per method.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -43,6 +44,9 @@ IGNORED = (
 )
 """Scenario sections and dotted keys that never change a run's numbers; runs differing in nothing else
 (and the seed) are one group."""
+UNUSED = "<unused>"
+"""What a report reads for an option its run never read (``data.alpha`` of an iid split): see
+:func:`mark_unused`."""
 SWEEP_STATUS = "sweep.json"  # a sweep's status file, written by raysfl.sweep.execute
 X_AXES = ("emulated", "iteration", "bytes", "wall")
 
@@ -178,9 +182,34 @@ def _ignored(key: str, ignore: Sequence[str]) -> bool:
     return any(key == i or key.startswith(i + ".") for i in ignore)
 
 
+def mark_unused(scenario: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a run's scenario with each option its other values leave unread set to :data:`UNUSED`.
+
+    An iid run's ``data.alpha`` or a fixed link's ``radius_m`` (declared with ``option(applies=...)``,
+    :func:`raysfl.config.unused_options`) changes nothing, so runs that differ only there are one group and
+    a label does not name it.
+    """
+    from raysfl.config import unused_options
+    from raysfl.scenario import Scenario  # imports torch: only when a report is made
+
+    marked = copy.deepcopy(scenario)
+    for dotted in unused_options(Scenario, scenario):
+        *sections, name = dotted.split(".")
+        table = marked
+        for section in sections:
+            table = table[section]
+        if name in table:
+            table[name] = UNUSED
+    return marked
+
+
 def group_key(scenario: dict[str, Any]) -> str:
-    """What runs of one group share: the scenario without the seed and the rest of :data:`IGNORED`."""
-    return canonical({k: v for k, v in _flatten(scenario).items() if not _ignored(k, IGNORED)})
+    """What runs of one group share: the scenario less the seed, :data:`IGNORED` and unread options.
+
+    An option the scenario's other values leave unread counts as :data:`UNUSED` (:func:`mark_unused`).
+    """
+    marked = mark_unused(scenario)
+    return canonical({k: v for k, v in _flatten(marked).items() if not _ignored(k, IGNORED)})
 
 
 def _read_run(path: Path) -> Run:
@@ -377,7 +406,7 @@ def group_runs(runs: Sequence[Run]) -> list[Group]:
     for run in runs:
         key = group_key(run.scenario)
         if key not in groups:
-            doc = {k: v for k, v in run.scenario.items() if k != "seed"}
+            doc = {k: v for k, v in mark_unused(run.scenario).items() if k != "seed"}
             groups[key] = Group(key, doc)
         groups[key].runs.append(run)
     return list(groups.values())
@@ -406,11 +435,16 @@ def differing_fields(docs: Sequence[dict[str, Any]], ignore: Iterable[str] = IGN
 
 
 def label(doc: dict[str, Any], keys: Sequence[str], drop_prefix: str = "") -> str:
-    """``key=value`` for each of ``keys`` in ``doc`` (``algorithm.name`` shown as its bare value)."""
+    """``key=value`` for each of ``keys`` in ``doc`` (``algorithm.name`` shown as its bare value).
+
+    A key the run left unread (:data:`UNUSED`) is not shown.
+    """
     flat = _flatten(doc)
     parts = []
     for key in keys:
         value = flat.get(key, "<unset>")
+        if value == UNUSED:
+            continue
         if key == "algorithm.name":
             parts.append(str(value))
         else:

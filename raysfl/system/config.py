@@ -72,18 +72,35 @@ class ComputeConfig:
     """
 
     kind: str = option("uniform", choices=COMPUTE_KINDS, doc="compute-rate generator")
-    flops_per_s: float = option(1e9, gt=0, doc="kind=fixed: every client's rate, FLOP/s [A]")
-    min_flops_per_s: float = option(1e9, gt=0, doc="kind=uniform: lower end, FLOP/s [P] GAS §8.1")
-    max_flops_per_s: float = option(
-        1e10, gt=0, doc="kind=uniform: upper end; kind=ratio: the fastest client's rate, FLOP/s [P] GAS §8.1"
+    flops_per_s: float = option(
+        1e9, gt=0, doc="kind=fixed: every client's rate, FLOP/s [A]", applies={"kind": ("fixed",)}
     )
-    ratio: float = option(5.0, ge=1, doc="kind=ratio: slowest/fastest time ratio R [P] fedasmu §2.5")
+    min_flops_per_s: float = option(
+        1e9, gt=0, doc="kind=uniform: lower end, FLOP/s [P] GAS §8.1", applies={"kind": ("uniform",)}
+    )
+    max_flops_per_s: float = option(
+        1e10,
+        gt=0,
+        doc="kind=uniform: upper end; kind=ratio: the fastest client's rate, FLOP/s [P] GAS §8.1",
+        applies={"kind": ("uniform", "ratio")},
+    )
+    ratio: float = option(
+        5.0,
+        ge=1,
+        doc="kind=ratio: slowest/fastest time ratio R [P] fedasmu §2.5",
+        applies={"kind": ("ratio",)},
+    )
     ratio_sampling: str = option(
         "time",
         choices=("time", "rate"),
         doc="kind=ratio: uniform in time (r ~ U[1,R], f = max/r) [P] fedasmu §2.6, or uniform in rate [A]",
+        applies={"kind": ("ratio",)},
     )
-    pin_extremes: bool = option(False, doc="kind=ratio: pin one client at 1 and one at R [A] fedasmu §2.6")
+    pin_extremes: bool = option(
+        False,
+        doc="kind=ratio: pin one client at 1 and one at R [A] fedasmu §2.6",
+        applies={"kind": ("ratio",)},
+    )
     training_time: str = option(
         "per-sample",
         choices=TRAINING_TIMES,
@@ -118,55 +135,92 @@ class LinkConfig:
     """
 
     kind: str = option("wireless", choices=LINK_KINDS, doc="link-rate generator")
-    uplink_bps: float = option(1e7, gt=0, doc="kind=fixed: uplink rate, bit/s [A]")
-    downlink_bps: float = option(1e7, gt=0, doc="kind=fixed: downlink rate, bit/s [A]")
-    min_uplink_bps: float = option(5e6, gt=0, doc="kind=uniform: uplink lower end [A] fedasmu §2.6")
-    max_uplink_bps: float = option(2e7, gt=0, doc="kind=uniform: uplink upper end [A] fedasmu §2.6")
-    min_downlink_bps: float = option(2.5e7, gt=0, doc="kind=uniform: downlink lower end [A]")
-    max_downlink_bps: float = option(1e8, gt=0, doc="kind=uniform: downlink upper end [A]")
-    downlink_to_uplink: float = option(
-        0.0, ge=0, doc="kind=uniform: >0 sets R_dn = this × R_up instead of drawing it (fedasmu §2.6: 5) [A]"
+    uplink_bps: float = option(
+        1e7, gt=0, doc="kind=fixed: uplink rate, bit/s [A]", applies={"kind": ("fixed",)}
     )
-    radius_m: float = option(1000.0, gt=0, doc="kind=wireless: cell radius, m [P] GAS §8.1")
-    min_distance_m: float = option(100.0, gt=0, doc="kind=wireless: closest client, m [C] GAS §10.3")
+    downlink_bps: float = option(
+        1e7, gt=0, doc="kind=fixed: downlink rate, bit/s [A]", applies={"kind": ("fixed",)}
+    )
+    min_uplink_bps: float = option(
+        5e6, gt=0, doc="kind=uniform: uplink lower end [A] fedasmu §2.6", applies={"kind": ("uniform",)}
+    )
+    max_uplink_bps: float = option(
+        2e7, gt=0, doc="kind=uniform: uplink upper end [A] fedasmu §2.6", applies={"kind": ("uniform",)}
+    )
+    min_downlink_bps: float = option(
+        2.5e7, gt=0, doc="kind=uniform: downlink lower end [A]", applies={"kind": ("uniform",)}
+    )
+    max_downlink_bps: float = option(
+        1e8, gt=0, doc="kind=uniform: downlink upper end [A]", applies={"kind": ("uniform",)}
+    )
+    downlink_to_uplink: float = option(
+        0.0,
+        ge=0,
+        doc="kind=uniform: >0 sets R_dn = this × R_up instead of drawing it (fedasmu §2.6: 5) [A]",
+        applies={"kind": ("uniform",)},
+    )
+    radius_m: float = option(
+        1000.0, gt=0, doc="kind=wireless: cell radius, m [P] GAS §8.1", applies={"kind": ("wireless",)}
+    )
+    min_distance_m: float = option(
+        100.0, gt=0, doc="kind=wireless: closest client, m [C] GAS §10.3", applies={"kind": ("wireless",)}
+    )
     placement: str = option(
         "area",
         choices=("area", "radius"),
         doc="kind=wireless: uniform in the annulus' area [P] GAS §8.1, or d ~ U(min, radius) [C] GAS §10.3",
+        applies={"kind": ("wireless",)},
     )
     path_loss_a_db: float = option(
-        128.1, ge=0, doc="kind=wireless: path-loss intercept a (the loss at 1 km), dB [P] GAS §8.1"
+        128.1,
+        ge=0,
+        doc="kind=wireless: path-loss intercept a (the loss at 1 km), dB [P] GAS §8.1",
+        applies={"kind": ("wireless",)},
     )
     path_loss_b_db: float = option(
-        37.6, ge=0, doc="kind=wireless: path-loss slope b, dB per decade of km (the loss grows with d) [P]"
+        37.6,
+        ge=0,
+        doc="kind=wireless: path-loss slope b, dB per decade of km (the loss grows with d) [P]",
+        applies={"kind": ("wireless",)},
     )
-    tx_power_w: float = option(0.2, gt=0, doc="kind=wireless: client transmit power, W [P] GAS §8.1")
+    tx_power_w: float = option(
+        0.2, gt=0, doc="kind=wireless: client transmit power, W [P] GAS §8.1", applies={"kind": ("wireless",)}
+    )
     tx_power_dbm: float = option(
         -math.inf,
         check=_power_dbm_problem("tx_power_w"),
         doc="kind=wireless: client power, -100 to 100 dBm; -inf = use tx_power_w (lightweight-fedsl: 23) [P]",
+        applies={"kind": ("wireless",)},
     )
     server_tx_power_w: float = option(
-        0.2, gt=0, doc="kind=wireless: server (downlink) transmit power, W; GAS is silent, same as client [A]"
+        0.2,
+        gt=0,
+        doc="kind=wireless: server (downlink) transmit power, W; GAS is silent, same as client [A]",
+        applies={"kind": ("wireless",)},
     )
     server_tx_power_dbm: float = option(
         -math.inf,
         check=_power_dbm_problem("server_tx_power_w"),
         doc="kind=wireless: server power, -100 to 100 dBm; -inf = use server_tx_power_w "
         "(lightweight-fedsl: 37) [P]",
+        applies={"kind": ("wireless",)},
     )
-    bandwidth_hz: float = option(1e7, gt=0, doc="kind=wireless: bandwidth W, Hz [P] GAS §8.1")
+    bandwidth_hz: float = option(
+        1e7, gt=0, doc="kind=wireless: bandwidth W, Hz [P] GAS §8.1", applies={"kind": ("wireless",)}
+    )
     bandwidth_mode: str = option(
         "shared",
         choices=("shared", "per-client"),
         doc="kind=wireless: W/K, an equal split of the total W over the K clients (one reading of GAS §8.1's "
         '"orthogonal uplink channel access with a total bandwidth W" [A]), or W each [C] GAS §10.3',
+        applies={"kind": ("wireless",)},
     )
     noise_dbm_per_hz: float = option(
         -174.0,
         ge=NOISE_DBM_PER_HZ_RANGE[0],
         le=NOISE_DBM_PER_HZ_RANGE[1],
         doc="kind=wireless: noise PSD N_0, dBm/Hz [P] GAS §8.1",
+        applies={"kind": ("wireless",)},
     )
     bandwidth_reduction: float = option(
         1.0, gt=0, doc="divide every rate by κ (any kind); fedasmu §2.5 uses 1, 50, 100 [P]"

@@ -779,3 +779,24 @@ def test_links_back_up_the_tree_are_walked_once(tmp_path):
     found, skipped = find_runs([root])
     assert sorted(r.path.relative_to(root).as_posix() for r in found) == ["a/seed1", "b"]
     assert not skipped
+
+
+def test_an_option_the_run_never_read_neither_splits_a_group_nor_labels_it(tmp_path):
+    """A sweep of partition x alpha: the iid runs ignore data.alpha, so their two alphas are one setting
+    (a second seed-1 run counted once) and its label names no alpha; the Dirichlet runs are two settings."""
+    root = tmp_path / "runs"
+    curve = [(0, 0.0, 0.1), (1, 10.0, 0.5)]
+    for partition in ("iid", "dirichlet"):
+        for alpha in (0.1, 1.0):
+            scenario = _scenario("fedavg", 1, partition)
+            scenario["data"]["alpha"] = alpha
+            make_run(root, f"{partition}_{alpha}", scenario, curve)
+    out = tmp_path / "rep"
+    assert main(["report", str(root), "--out", str(out)]) == 0
+    text = (out / "report.md").read_text()
+    assert "# Report: 3 runs in 3 groups" in text
+    assert "| data.partition=iid | fedavg | 1 |" in text
+    assert "| data.alpha=0.1, data.partition=dirichlet | fedavg | 1 |" in text
+    assert "| data.alpha=1.0, data.partition=dirichlet | fedavg | 1 |" in text
+    assert "<unused>" not in text
+    assert f"- `{root / 'iid_1.0'}`: the same setting and seed 1 as {root / 'iid_0.1'}: counted once" in text
