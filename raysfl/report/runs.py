@@ -232,6 +232,31 @@ def sweep_trials(folder: Path) -> dict[str, dict[str, Any]]:
     return trials if isinstance(trials, dict) else {}
 
 
+def method_axis_labels(trial: dict[str, Any]) -> dict[str, str]:
+    """The link labels of a ``sweep.json`` trial that name its method: those of axes setting ``algorithm``.
+
+    A labelled axis over the data (``[link.data] label = ["s2", "a0.1"]``) names a setting, not a method,
+    so its labels are left out. Trials recorded without ``label_keys`` (earlier raysfl) keep every label.
+
+    Example:
+        >>> trial = {"labels": {"method": "mc", "data": "s2"},
+        ...          "label_keys": {"method": ["algorithm.name"], "data": ["data"]}}
+        >>> method_axis_labels(trial)
+        {'method': 'mc'}
+    """
+    labels = trial.get("labels")
+    if not isinstance(labels, dict):
+        return {}
+    keys = trial.get("label_keys")
+    if not isinstance(keys, dict):
+        return dict(labels)
+
+    def sets_method(axis: str) -> bool:
+        return any(k == "algorithm" or str(k).startswith("algorithm.") for k in keys.get(axis, ()))
+
+    return {axis: label for axis, label in labels.items() if sets_method(axis)}
+
+
 def _candidates(
     path: Path, sweeps: dict[Path, dict[str, dict[str, Any]]], seen: set[str] | None = None
 ) -> Iterable[Path]:
@@ -341,8 +366,9 @@ def find_runs(paths: Sequence[str | Path]) -> tuple[list[Run], list[tuple[Path, 
                 except RunDirError as err:
                     skipped.append((run_dir, str(err)))
                     continue
-                if trial and trial.get("labels"):
-                    run.info["labels"] = dict(trial["labels"])  # the sweep's names for this trial
+                labels = method_axis_labels(trial or {})
+                if labels:
+                    run.info["labels"] = labels  # the sweep's names for this trial's method
                 runs.append(run)
             else:
                 skipped.append((run_dir, reason))

@@ -116,6 +116,7 @@ def _trial_entries(sweep: Sweep) -> dict[str, dict[str, Any]]:
     """Each trial's entry in ``sweep.json`` but its resources: what it computes, known without Ray."""
     from raysfl.engine.checkpoint import fingerprint
 
+    keys = {axis.name: list(axis.keys) for axis in sweep.axes}
     return {
         t.name: {
             "fingerprint": fingerprint(_finite(scenario_to_dict(t.scenario))),
@@ -123,6 +124,8 @@ def _trial_entries(sweep: Sweep) -> dict[str, dict[str, Any]]:
             "scenario": _finite(scenario_to_dict(t.scenario)),
             "set": {k: v for k, v in t.assignments},
             "labels": dict(t.labels),  # the link axes' own names for this trial (reports use them)
+            # what each labelled axis sets: a report names methods by the axes that set [algorithm] keys
+            "label_keys": {axis: keys[axis] for axis, _ in t.labels},
         }
         for t in sweep.trials
     }

@@ -800,3 +800,44 @@ def test_an_option_the_run_never_read_neither_splits_a_group_nor_labels_it(tmp_p
     assert "| data.alpha=1.0, data.partition=dirichlet | fedavg | 1 |" in text
     assert "<unused>" not in text
     assert f"- `{root / 'iid_1.0'}`: the same setting and seed 1 as {root / 'iid_0.1'}: counted once" in text
+
+
+def test_a_labelled_data_axis_names_settings_not_methods(tmp_path):
+    """[link.data] label = ["s2", "a0.1"] over one method: the rows are that method on two settings (the
+    labels of an axis that sets no [algorithm] key do not name the method)."""
+    root = tmp_path / "sweep"
+    trials = {}
+    for label, partition in (("s2", "shard"), ("a0.1", "dirichlet")):
+        for seed in (1, 2):
+            name = f"seed{seed}_{label}"
+            make_run(root, name, _scenario("ca2fl", seed, partition), [(0, 0.0, 0.1), (1, 10.0, 0.5)])
+            trials[name] = {
+                "status": "finished",
+                "labels": {"data": label},
+                "label_keys": {"data": ["data"]},
+            }
+    (root / "sweep.json").write_text(json.dumps({"trials": trials}))
+    out = tmp_path / "rep"
+    assert main(["report", str(root), "--out", str(out)]) == 0
+    text = (out / "report.md").read_text()
+    assert "| data.partition=shard | ca2fl | 2 |" in text
+    assert "| data.partition=dirichlet | ca2fl | 2 |" in text
+
+
+def test_sweep_json_records_which_keys_each_labelled_axis_sets(tmp_path):
+    from raysfl.sweep.execute import _trial_entries
+    from raysfl.sweep.spec import load_sweep
+
+    (tmp_path / "tiny.toml").write_text(
+        'name = "t"\n[data]\ndataset = "synthetic"\n[model]\nname = "lenet5"\n'
+        "[federation]\nnum_clients = 5\nactive_clients = 2\n"
+    )
+    (tmp_path / "s.toml").write_text(
+        'base = "tiny.toml"\n[link.method]\nlabel = ["mc", "avg"]\n'
+        '"algorithm.name" = ["splitfed_v1", "fedavg"]\n'
+        '[link.data]\nlabel = ["iid", "shard"]\n"data.partition" = ["iid", "shard"]\n'
+    )
+    entry = _trial_entries(load_sweep(tmp_path / "s.toml"))["mc_iid"]
+    assert entry["labels"] == {"method": "mc", "data": "iid"}
+    assert entry["label_keys"] == {"method": ["algorithm.name"], "data": ["data.partition"]}
+    assert raysfl.report.runs.method_axis_labels(entry) == {"method": "mc"}
