@@ -301,8 +301,10 @@ class Checkpointer:
         externals: dict[str, Any],
         sinks: list[Any],
         extra_sinks: Sequence[Any] = (),
+        server_device: str = "",
     ) -> None:
         self.dir = ck_dir
+        self.server_device = server_device  # recorded, so a resumed run keeps it (runner.kept_server_device)
         self.every = every
         self.keep = keep
         self.scenario_doc = scenario_doc
@@ -338,6 +340,7 @@ class Checkpointer:
                 "next_at": self.next_at,
                 "t": coordinator.clock.now,
                 "wall_s": coordinator.elapsed_wall(),  # a resumed run's wall_s goes on from here
+                "server_device": self.server_device,  # where the server computed: a resumed run keeps it
                 "stopped": coordinator.stopped,  # taken at the event that stopped the run: it ends here
                 "queue": capture(coordinator.queue.snapshot()),
                 "totals": capture(coordinator.totals),

@@ -234,12 +234,34 @@ def _sinks(sc: Scenario, out: Path, config: dict[str, Any] | None) -> list[Sink]
     return sinks
 
 
-def local_dispatcher(prep: Prepared) -> LocalDispatcher:
-    """Everything in this process (the determinism reference; unit and integration tests)."""
+def kept_server_device(had: str | None, requested: str) -> str | None:
+    """The device a restarted or resumed run's server must use, or ``None`` for ``engine.server_device``.
+
+    Under ``"auto"`` the server keeps the device it had (``had``: where the failed attempt placed it, or
+    what the checkpoint recorded), so a run continued on a cluster that gained or lost a GPU computes on
+    the device an uninterrupted run would have: a GPU's last bits differ from a CPU's. An explicit
+    ``"cpu"`` or ``"cuda"`` is the user's choice and stands.
+
+    Example:
+        >>> kept_server_device("cuda:0", "auto"), kept_server_device("cpu", "auto")
+        ('cuda', 'cpu')
+        >>> kept_server_device("cuda:0", "cpu") is None, kept_server_device(None, "auto") is None
+        (True, True)
+    """
+    if requested != "auto" or not had:
+        return None
+    return "cuda" if str(had).startswith("cuda") else "cpu"
+
+
+def local_dispatcher(prep: Prepared, server_device: str | None = None) -> LocalDispatcher:
+    """Everything in this process (the determinism reference; unit and integration tests).
+
+    ``server_device`` replaces ``engine.server_device`` (a resumed run keeps the device its server had).
+    """
     ds, threads = prep.dataset, prep.scenario.engine.torch_threads
     clients = ClientHost(prep.setup, ds.train_x, ds.train_y, prep.transform, threads)
     eng = prep.scenario.engine
-    device = pick_device(eng.server_device)
+    device = pick_device(server_device or eng.server_device)
     server = ServerHost(prep.setup, ds.test_x, ds.test_y, prep.transform, device, eng.server_threads)
     return LocalDispatcher(clients, server, _time_scale(prep.scenario))
 
@@ -429,7 +451,8 @@ def run(
     on = f" --address {address}" if address else ""  # for the advice of a run that gives up
     while True:
         try:
-            kept = "cuda" if restarts and str(placed.get("device", "")).startswith("cuda") else None
+            had = placed.get("device") if restarts else (ck or {}).get("server_device")
+            kept = kept_server_device(had, sc.engine.server_device)
             attempt = _attempt(
                 prep, out, backend, address, scenario_doc, ck, restarts == 0, tuple(extra_sinks), kept,
                 placed if not restarts else None, shown,
@@ -459,6 +482,14 @@ def run(
                     f"none left ({err}). The run directory keeps what was written; continue it from its last "
                     f"checkpoint with `raysfl run --resume {out}{on}` once the cluster has a GPU again, or "
                     'add engine.server_device="cpu" to continue on a CPU (other last bits).'
+                ) from err
+            if not restarts and ck is not None and kept == "cuda" and isinstance(err, ServerDeviceError):
+                raise ServerDeviceError(
+                    [
+                        f"engine.server_device: 'auto' resumes {out} on the device its server had, a GPU "
+                        f"({Path(ck['path']).name}), and this cluster has none; resume it where there is a "
+                        'GPU, or add engine.server_device="cpu" to continue on a CPU (other last bits)'
+                    ]
                 ) from err
             if restarts == 0 and ck is None and not _ran_anything(out):  # a fresh run's first attempt
                 clear_outputs(out)  # a run stopped while it was set up leaves the folder free to run again
@@ -518,7 +549,7 @@ def _attempt(
 
             dispatcher = ray_dispatcher(prep, address, server_device)
         else:
-            dispatcher = local_dispatcher(prep)
+            dispatcher = local_dispatcher(prep, server_device)
     sinks: list[Sink] = []
     try:
         with profiling.section("setup.backend"):
@@ -549,6 +580,7 @@ def _attempt(
             externals,
             sinks,
             extra_sinks,  # resumed with the run's sinks (a sweep's Tune reports), never saved
+            server_device=str(placement.get("device", "")),
         )
         if inject_fault and eng.kill_pool_at_iteration:
             checkpointer.hooks.append(_pool_killer(eng.kill_pool_at_iteration))

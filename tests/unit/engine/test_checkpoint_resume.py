@@ -26,6 +26,12 @@ ROOT = Path(__file__).resolve().parents[3]
 METHODS = [*sorted(ALGORITHMS), "examples.fedasync_hinge.method:SPEC"]
 
 
+def torch_sees_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def tiny(name: str, **engine) -> dict:
     """A tiny run of ``name``, with what the method says a small run needs (``AlgorithmSpec.smoke``)."""
     doc = {
@@ -354,3 +360,28 @@ def test_resume_without_backend_continues_on_the_backend_the_run_was_made_with(t
         (crashed / "config.toml").read_text().replace('backend = "local"', 'backend = "ray"')
     )
     assert _run_backend(parse(["run", "--resume", str(crashed)])) == "ray"
+
+
+@pytest.mark.skipif(torch_sees_gpu(), reason="a GPU here would let the resume keep the GPU it asks for")
+def test_a_resume_keeps_the_servers_device_or_says_why_it_cannot(tmp_path, capsys):
+    """Under engine.server_device = "auto" a run whose server computed on a GPU resumes on one or not at
+    all (a CPU's last bits differ); engine.server_device = "cpu" continues it on the CPU by choice."""
+    import torch
+
+    from raysfl.engine.snapshot import save_tree
+
+    sc = scenario_from_dict(tiny("fedavg"))
+    runner.run(sc, tmp_path / "full", backend="local")
+    recorded = torch.load(tmp_path / "full" / "checkpoints" / "ckpt-000002.pt", weights_only=True)
+    assert recorded["server_device"] == "cpu"
+    crashed = crash_after(tmp_path / "full", tmp_path / "crashed", "ckpt-000002.pt")
+    path = crashed / "checkpoints" / "ckpt-000002.pt"
+    save_tree({**recorded, "server_device": "cuda:0"}, path)  # as a run whose server had a GPU wrote it
+    capsys.readouterr()
+    assert main(["run", "--resume", str(crashed), "--backend", "local"]) == 2
+    err = capsys.readouterr().err
+    assert "engine.server_device: 'auto' resumes" in err and "a GPU (ckpt-000002.pt)" in err
+    assert 'add engine.server_device="cpu"' in err and "Traceback" not in err
+    assert not (crashed / "summary.json").exists()
+    assert main(["run", "--resume", str(crashed), "--backend", "local", "engine.server_device=cpu"]) == 0
+    assert rows(crashed / "metrics.parquet") == rows(tmp_path / "full" / "metrics.parquet")
