@@ -23,6 +23,10 @@ DATASET_NAMES = (
 )
 
 
+_DIRICHLET = {"partition": ("dirichlet",)}  # options only the Dirichlet split reads
+_SYNTHETIC = {"dataset": ("synthetic",)}  # options only the synthetic dataset reads
+
+
 @dataclass(frozen=True)
 class DataConfig:
     """Options of :func:`raysfl.data.load_dataset`, :func:`raysfl.data.partition_dataset` and the transforms.
@@ -56,14 +60,14 @@ class DataConfig:
         0.1,
         gt=0,
         doc="Dirichlet concentration, smaller = more skew [P] GAS α ∈ {0.1, 0.3}",
-        applies={"partition": ("dirichlet",)},
+        applies=_DIRICHLET,
     )
     min_client_size: int = option(
         10,
         ge=1,
         doc="Dirichlet: redraw until every client holds this many samples (≥ 1: a client without data cannot "
         "train) [C] GAS min_require_size",
-        applies={"partition": ("dirichlet",)},
+        applies=_DIRICHLET,
     )
     augment: str = option(
         "auto",
@@ -92,38 +96,38 @@ class DataConfig:
         ge=1,
         le=1_000_000,
         doc="synthetic dataset: training samples [A]",
-        applies={"dataset": ("synthetic",)},
+        applies=_SYNTHETIC,
     )
     synthetic_test: int = option(
         500,
         ge=1,
         le=1_000_000,
         doc="synthetic dataset: test samples [A]",
-        applies={"dataset": ("synthetic",)},
+        applies=_SYNTHETIC,
     )
     synthetic_image_size: int = option(
         28,
         ge=4,
         doc="synthetic dataset: image height = width in pixels [A]",
-        applies={"dataset": ("synthetic",)},
+        applies=_SYNTHETIC,
     )
     synthetic_channels: int = option(
-        1, choices=(1, 3), doc="synthetic dataset: channels [A]", applies={"dataset": ("synthetic",)}
+        1, choices=(1, 3), doc="synthetic dataset: channels [A]", applies=_SYNTHETIC
     )
     synthetic_classes: int = option(
-        10, ge=2, le=256, doc="synthetic dataset: number of classes [A]", applies={"dataset": ("synthetic",)}
+        10, ge=2, le=256, doc="synthetic dataset: number of classes [A]", applies=_SYNTHETIC
     )
     synthetic_noise: float = option(
         0.35,
         ge=0,
         doc="synthetic dataset: std of the Gaussian pixel noise on [0, 1] intensities [A]",
-        applies={"dataset": ("synthetic",)},
+        applies=_SYNTHETIC,
     )
     synthetic_seed: int = option(
         0,
         ge=0,
         doc="synthetic dataset: seed of the class patterns and noise [A]",
-        applies={"dataset": ("synthetic",)},
+        applies=_SYNTHETIC,
     )
     download: bool = option(True, doc="try the official download URL when no local copy is found [A]")
 

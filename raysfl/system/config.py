@@ -47,6 +47,12 @@ def _power_dbm_problem(unset_by: str) -> Callable[[float], str | None]:
     return check
 
 
+_FIXED = {"kind": ("fixed",)}  # options only kind = fixed reads
+_UNIFORM = {"kind": ("uniform",)}  # options only kind = uniform reads
+_RATIO = {"kind": ("ratio",)}  # options only kind = ratio reads
+_WIRELESS = {"kind": ("wireless",)}  # options only kind = wireless reads
+
+
 @dataclass(frozen=True)
 class ComputeConfig:
     """How each client's compute rate f_k (FLOP/s) is chosen.
@@ -72,11 +78,9 @@ class ComputeConfig:
     """
 
     kind: str = option("uniform", choices=COMPUTE_KINDS, doc="compute-rate generator")
-    flops_per_s: float = option(
-        1e9, gt=0, doc="kind=fixed: every client's rate, FLOP/s [A]", applies={"kind": ("fixed",)}
-    )
+    flops_per_s: float = option(1e9, gt=0, doc="kind=fixed: every client's rate, FLOP/s [A]", applies=_FIXED)
     min_flops_per_s: float = option(
-        1e9, gt=0, doc="kind=uniform: lower end, FLOP/s [P] GAS §8.1", applies={"kind": ("uniform",)}
+        1e9, gt=0, doc="kind=uniform: lower end, FLOP/s [P] GAS §8.1", applies=_UNIFORM
     )
     max_flops_per_s: float = option(
         1e10,
@@ -88,18 +92,18 @@ class ComputeConfig:
         5.0,
         ge=1,
         doc="kind=ratio: slowest/fastest time ratio R [P] fedasmu §2.5",
-        applies={"kind": ("ratio",)},
+        applies=_RATIO,
     )
     ratio_sampling: str = option(
         "time",
         choices=("time", "rate"),
         doc="kind=ratio: uniform in time (r ~ U[1,R], f = max/r) [P] fedasmu §2.6, or uniform in rate [A]",
-        applies={"kind": ("ratio",)},
+        applies=_RATIO,
     )
     pin_extremes: bool = option(
         False,
         doc="kind=ratio: pin one client at 1 and one at R [A] fedasmu §2.6",
-        applies={"kind": ("ratio",)},
+        applies=_RATIO,
     )
     training_time: str = option(
         "per-sample",
@@ -135,92 +139,86 @@ class LinkConfig:
     """
 
     kind: str = option("wireless", choices=LINK_KINDS, doc="link-rate generator")
-    uplink_bps: float = option(
-        1e7, gt=0, doc="kind=fixed: uplink rate, bit/s [A]", applies={"kind": ("fixed",)}
-    )
-    downlink_bps: float = option(
-        1e7, gt=0, doc="kind=fixed: downlink rate, bit/s [A]", applies={"kind": ("fixed",)}
-    )
+    uplink_bps: float = option(1e7, gt=0, doc="kind=fixed: uplink rate, bit/s [A]", applies=_FIXED)
+    downlink_bps: float = option(1e7, gt=0, doc="kind=fixed: downlink rate, bit/s [A]", applies=_FIXED)
     min_uplink_bps: float = option(
-        5e6, gt=0, doc="kind=uniform: uplink lower end [A] fedasmu §2.6", applies={"kind": ("uniform",)}
+        5e6, gt=0, doc="kind=uniform: uplink lower end [A] fedasmu §2.6", applies=_UNIFORM
     )
     max_uplink_bps: float = option(
-        2e7, gt=0, doc="kind=uniform: uplink upper end [A] fedasmu §2.6", applies={"kind": ("uniform",)}
+        2e7, gt=0, doc="kind=uniform: uplink upper end [A] fedasmu §2.6", applies=_UNIFORM
     )
     min_downlink_bps: float = option(
-        2.5e7, gt=0, doc="kind=uniform: downlink lower end [A]", applies={"kind": ("uniform",)}
+        2.5e7, gt=0, doc="kind=uniform: downlink lower end [A]", applies=_UNIFORM
     )
-    max_downlink_bps: float = option(
-        1e8, gt=0, doc="kind=uniform: downlink upper end [A]", applies={"kind": ("uniform",)}
-    )
+    max_downlink_bps: float = option(1e8, gt=0, doc="kind=uniform: downlink upper end [A]", applies=_UNIFORM)
     downlink_to_uplink: float = option(
         0.0,
         ge=0,
         doc="kind=uniform: >0 sets R_dn = this × R_up instead of drawing it (fedasmu §2.6: 5) [A]",
-        applies={"kind": ("uniform",)},
+        applies=_UNIFORM,
     )
     radius_m: float = option(
-        1000.0, gt=0, doc="kind=wireless: cell radius, m [P] GAS §8.1", applies={"kind": ("wireless",)}
+        1000.0, gt=0, doc="kind=wireless: cell radius, m [P] GAS §8.1", applies=_WIRELESS
     )
     min_distance_m: float = option(
-        100.0, gt=0, doc="kind=wireless: closest client, m [C] GAS §10.3", applies={"kind": ("wireless",)}
+        100.0, gt=0, doc="kind=wireless: closest client, m [C] GAS §10.3", applies=_WIRELESS
     )
     placement: str = option(
         "area",
         choices=("area", "radius"),
         doc="kind=wireless: uniform in the annulus' area [P] GAS §8.1, or d ~ U(min, radius) [C] GAS §10.3",
-        applies={"kind": ("wireless",)},
+        applies=_WIRELESS,
     )
     path_loss_a_db: float = option(
         128.1,
         ge=0,
         doc="kind=wireless: path-loss intercept a (the loss at 1 km), dB [P] GAS §8.1",
-        applies={"kind": ("wireless",)},
+        applies=_WIRELESS,
     )
     path_loss_b_db: float = option(
         37.6,
         ge=0,
         doc="kind=wireless: path-loss slope b, dB per decade of km (the loss grows with d) [P]",
-        applies={"kind": ("wireless",)},
+        applies=_WIRELESS,
     )
     tx_power_w: float = option(
-        0.2, gt=0, doc="kind=wireless: client transmit power, W [P] GAS §8.1", applies={"kind": ("wireless",)}
+        0.2, gt=0, doc="kind=wireless: client transmit power, W [P] GAS §8.1", applies=_WIRELESS
     )
     tx_power_dbm: float = option(
         -math.inf,
         check=_power_dbm_problem("tx_power_w"),
         doc="kind=wireless: client power, -100 to 100 dBm; -inf = use tx_power_w (lightweight-fedsl: 23) [P]",
-        applies={"kind": ("wireless",)},
+        applies=_WIRELESS,
     )
     server_tx_power_w: float = option(
         0.2,
         gt=0,
         doc="kind=wireless: server (downlink) transmit power, W; GAS is silent, same as client [A]",
-        applies={"kind": ("wireless",)},
+        applies=_WIRELESS,
     )
     server_tx_power_dbm: float = option(
         -math.inf,
         check=_power_dbm_problem("server_tx_power_w"),
         doc="kind=wireless: server power, -100 to 100 dBm; -inf = use server_tx_power_w "
         "(lightweight-fedsl: 37) [P]",
-        applies={"kind": ("wireless",)},
+        applies=_WIRELESS,
     )
     bandwidth_hz: float = option(
-        1e7, gt=0, doc="kind=wireless: bandwidth W, Hz [P] GAS §8.1", applies={"kind": ("wireless",)}
+        1e7, gt=0, doc="kind=wireless: bandwidth W, Hz [P] GAS §8.1", applies=_WIRELESS
     )
     bandwidth_mode: str = option(
         "shared",
         choices=("shared", "per-client"),
         doc="kind=wireless: W/K, an equal split of the total W over the K clients (one reading of GAS §8.1's "
         '"orthogonal uplink channel access with a total bandwidth W" [A]), or W each [C] GAS §10.3',
-        applies={"kind": ("wireless",)},
+        applies=_WIRELESS,
     )
     noise_dbm_per_hz: float = option(
         -174.0,
         ge=NOISE_DBM_PER_HZ_RANGE[0],
         le=NOISE_DBM_PER_HZ_RANGE[1],
         doc="kind=wireless: noise PSD N_0, dBm/Hz [P] GAS §8.1",
-        applies={"kind": ("wireless",)},
+        applies=_WIRELESS,
     )
     bandwidth_reduction: float = option(
         1.0, gt=0, doc="divide every rate by κ (any kind); fedasmu §2.5 uses 1, 50, 100 [P]"

@@ -321,13 +321,18 @@ def test_a_sweeps_link_labels_name_its_methods(tmp_path):
     assert sorted(method_labels(groups).values()) == ["fsl_mc", "gas", "oc"]
 
 
-def test_sweep_trials_record_their_link_labels(tmp_path):
-    from raysfl.sweep.spec import load_sweep
-
-    (tmp_path / "tiny.toml").write_text(
+def _tiny_base(folder: Path) -> None:
+    """``tiny.toml``: a sweep base of 5 clients on synthetic data."""
+    (folder / "tiny.toml").write_text(
         'name = "t"\n[data]\ndataset = "synthetic"\n[model]\nname = "lenet5"\n'
         "[federation]\nnum_clients = 5\nactive_clients = 2\n"
     )
+
+
+def test_sweep_trials_record_their_link_labels(tmp_path):
+    from raysfl.sweep.spec import load_sweep
+
+    _tiny_base(tmp_path)
     (tmp_path / "s.toml").write_text(
         'base = "tiny.toml"\n[grid]\nseed = [1, 2]\n[link.method]\nlabel = ["mc", "avg"]\n'
         '"algorithm.name" = ["splitfed_v1", "fedavg"]\n'
@@ -828,10 +833,7 @@ def test_sweep_json_records_which_keys_each_labelled_axis_sets(tmp_path):
     from raysfl.sweep.execute import _trial_entries
     from raysfl.sweep.spec import load_sweep
 
-    (tmp_path / "tiny.toml").write_text(
-        'name = "t"\n[data]\ndataset = "synthetic"\n[model]\nname = "lenet5"\n'
-        "[federation]\nnum_clients = 5\nactive_clients = 2\n"
-    )
+    _tiny_base(tmp_path)
     (tmp_path / "s.toml").write_text(
         'base = "tiny.toml"\n[link.method]\nlabel = ["mc", "avg"]\n'
         '"algorithm.name" = ["splitfed_v1", "fedavg"]\n'
