@@ -32,6 +32,7 @@ IGNORED = (
     "metrics",
     "reference",
     "data.data_dir",
+    "data.download",
     # Same numbers on any number of pools and placements, with or without checkpoints and restarts:
     "engine.pools",
     "engine.clients_per_pool",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -218,7 +219,7 @@ def _check_same_sweep(out: Path, plan_doc: dict[str, Any]) -> None:
     status = out / SWEEP_STATUS
     if not status.is_file():
         return
-    old = json.loads(status.read_text()).get("trials", {})
+    old = read_status(status).get("trials", {})
     new = plan_doc["trials"]
     changed = sorted(set(old) ^ set(new)) + sorted(
         n for n in set(old) & set(new) if not _same_trial(old[n], new[n], out / n)
@@ -341,7 +342,7 @@ class StatusFile:
             if entry["status"] != "finished" and name in self.failed:
                 entry["status"], entry["error"] = "failed", self.failed[name]
         # whole or not at all, should the driver be killed meanwhile; never through a link
-        replace_text(self.out / SWEEP_STATUS, json.dumps(doc, indent=2) + "\n")
+        replace_text(self.out / SWEEP_STATUS, status_text(doc))
         trials = doc["trials"]
         return SweepResult(
             self.out,
@@ -429,19 +430,63 @@ def run_sweep(
     return status.write()
 
 
+FLOAT_TAG = "float"  # sweep.json writes an infinite or NaN number as {"float": "-inf"}: JSON has none
+
+
+def status_text(doc: Any) -> str:
+    """``sweep.json``'s text: standard JSON, each infinite or NaN number written as ``{"float": "-inf"}``.
+
+    JSON has no such numbers (Python writes a non-standard ``-Infinity`` that other readers refuse), and
+    ``system.link.tx_power_dbm``'s default is -inf; :func:`read_status` reads the tagged numbers back.
+
+    Example:
+        >>> status_text({"tx_power_dbm": float("-inf"), "ratio": 5.0}).split()
+        ['{', '"tx_power_dbm":', '{', '"float":', '"-inf"', '},', '"ratio":', '5.0', '}']
+    """
+
+    def encode(obj: Any) -> Any:
+        if isinstance(obj, float) and not math.isfinite(obj):
+            return {FLOAT_TAG: "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")}
+        if isinstance(obj, dict):
+            return {k: encode(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return [encode(v) for v in obj]
+        return obj
+
+    return json.dumps(encode(doc), indent=2, allow_nan=False) + "\n"
+
+
+def read_status(path: Path) -> dict[str, Any]:
+    """``sweep.json`` with its tagged numbers (:func:`status_text`) numbers again.
+
+    A file written by an earlier raysfl, with ``-Infinity``, reads the same.
+    """
+
+    def decode(obj: Any) -> Any:
+        if isinstance(obj, dict):
+            if obj.keys() == {FLOAT_TAG} and obj[FLOAT_TAG] in ("inf", "-inf", "nan"):
+                return float(obj[FLOAT_TAG])
+            return {k: decode(v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [decode(v) for v in obj]
+        return obj
+
+    return decode(json.loads(path.read_text()))
+
+
 def _record_all_finished(out: Path) -> None:
     """Mark every trial of ``sweep.json`` finished, keeping the rest (the resources it was planned with).
 
     A driver killed after a trial's summary but before its status write had left that trial unfinished.
     """
-    doc = json.loads((out / SWEEP_STATUS).read_text())
+    doc = read_status(out / SWEEP_STATUS)
     trials = doc.get("trials", {})
     if all(entry.get("status") == "finished" for entry in trials.values()):
         return
     for entry in trials.values():
         entry["status"] = "finished"
         entry.pop("error", None)
-    replace_text(out / SWEEP_STATUS, json.dumps(doc, indent=2) + "\n")
+    replace_text(out / SWEEP_STATUS, status_text(doc))
 
 
 def _without_tune_restore_advice(record: logging.LogRecord) -> bool:

@@ -598,7 +598,7 @@ def test_a_damaged_run_is_skipped_naming_its_file(runs):
 
 def test_engine_options_that_change_numbers_split_groups_and_the_others_do_not(tmp_path):
     """precision, memory_format, threads, server device and clock change a run's numbers; pools,
-    placement, checkpoints and where the data are read from do not (the engine's guarantee)."""
+    placement, checkpoints and where the data are read from (or whether they may be downloaded) do not."""
     root = tmp_path / "runs"
     curve = [(0, 0.0, 0.1), (1, 10.0, 0.5)]
     for seed, engine, data_dir in [
@@ -609,7 +609,7 @@ def test_engine_options_that_change_numbers_split_groups_and_the_others_do_not(t
     ]:
         scenario = _scenario("fedavg", seed)
         scenario["engine"] = engine
-        scenario["data"] = {**scenario["data"], "data_dir": data_dir}
+        scenario["data"] = {**scenario["data"], "data_dir": data_dir, "download": not data_dir}
         name = f"{engine['precision']}_{engine.get('torch_threads', 1)}_{seed}"
         make_run(root, name, scenario, curve)
     found, _ = find_runs([root])
