@@ -537,24 +537,27 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
     return data
 
 
-def read_toml(path: str | Path) -> dict[str, Any]:
+def read_toml(path: str | Path, kind: str = "scenario") -> dict[str, Any]:
     """Read a TOML file; every way it can fail becomes a :class:`ConfigError` naming the file.
 
     At most :data:`MAX_FILE_BYTES` are read (``/dev/zero`` or a data file given by mistake must not fill
-    the memory); the text must be UTF-8; a syntax error names the line.
+    the memory); the text must be UTF-8; a syntax error names the line. ``kind`` says what the file is
+    (``"scenario"``, ``"sweep file"``) in the messages.
     """
     p = Path(path)
     try:
         with p.open("rb") as fh:
             data = fh.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
-        raise ConfigError([f"scenario file {p} not found"], source=str(p)) from None
+        what = kind if kind.endswith("file") else f"{kind} file"
+        raise ConfigError([f"{what} {p} not found"], source=str(p), kind=kind) from None
     except OSError as err:
-        raise ConfigError([f"cannot read {p}: {err.strerror or err}"], source=str(p)) from None
+        raise ConfigError([f"cannot read {p}: {err.strerror or err}"], source=str(p), kind=kind) from None
     if len(data) > MAX_FILE_BYTES:
         raise ConfigError(
-            [f"{p} is larger than {MAX_FILE_BYTES >> 20} MiB; a scenario is a small TOML text file"],
+            [f"{p} is larger than {MAX_FILE_BYTES >> 20} MiB; a {kind} is a small TOML text file"],
             source=str(p),
+            kind=kind,
         )
     try:
         text = data.decode("utf-8")
@@ -562,14 +565,15 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(
             [
                 f"{p} is not a UTF-8 text file (byte {data[err.start]:#04x} at offset {err.start}); "
-                "a scenario is a TOML text file"
+                f"a {kind} is a TOML text file"
             ],
             source=str(p),
+            kind=kind,
         ) from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise ConfigError([f"malformed TOML: {err}"], source=str(p)) from None
+        raise ConfigError([f"malformed TOML: {err}"], source=str(p), kind=kind) from None
 
 
 def to_dict(obj: Any) -> Any:

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raysfl.config import ConfigError, read_toml
+from raysfl.config import ConfigError, read_toml, short_repr
 from raysfl.scenario import Scenario, resolve_trace_file, scenario_from_dict
 
 TOP_LEVEL_KEYS = ("base", "name", "description", "set", "grid", "link")
@@ -225,7 +225,7 @@ def load_sweep(path: str | Path) -> Sweep:
     the trial's name).
     """
     p = Path(path)
-    raw = read_toml(p)
+    raw = read_toml(p, kind="sweep file")
     problems: list[str] = []
     if "base" not in raw and {"data", "model", "train", "algorithm"} & set(raw):
         problems.append(
@@ -238,8 +238,13 @@ def load_sweep(path: str | Path) -> Sweep:
     base_doc: dict[str, Any] | None = None
     base_path = Path()
     base = raw.get("base")
-    if not isinstance(base, str) or not base:
+    if base is None or base == "":
         problems.append("base: required, the path of the base scenario (relative to the sweep file)")
+    elif not isinstance(base, str):
+        problems.append(
+            f"base: {short_repr(base)} is not a path; give the base scenario's path as a string "
+            '(relative to the sweep file), e.g. base = "scenario.toml"'
+        )
     else:
         base_path = (p.parent / base).resolve()
         if not base_path.is_file():
@@ -376,9 +381,15 @@ def _name_collisions(axes: list[Axis]) -> list[str]:
             continue
         said = ", ".join(map(repr, repeated))
         if axis.given:
-            problems.append(
-                f"link.{axis.name}.label: {said} names two points; give each point a label of its own"
-            )
+            for name in repeated:
+                given = [g for g, cleaned in zip(axis.given, axis.labels, strict=True) if cleaned == name]
+                spelled = (
+                    f"{' and '.join(map(repr, given))} name trials {name!r} alike (a trial's name keeps "
+                    "letters, digits and . _ -)"
+                    if len(set(given)) > 1
+                    else f"{given[0]!r} names two points"
+                )
+                problems.append(f"link.{axis.name}.label: {spelled}; give each point a label of its own")
         elif axis.keys == (axis.name,):
             where = f"grid.{axis.name!r}" if "." in axis.name else f"grid.{axis.name}"
             problems.append(

@@ -677,8 +677,12 @@ def test_a_scenario_given_as_a_sweep_file_is_said_to_be_one(tmp_path, capsys):
             '[grid]\n"algorithm.params" = [{ q_s = 4 }, { q_s = 5 }]\n',
             "grid.'algorithm.params': two of its values give a trial the same name part 'params' (a table",
         ),
+        (
+            '[link.method]\nlabel = ["", ".."]\n"algorithm.name" = ["gas", "fedavg"]\n',
+            "link.method.label: '' and '..' name trials 'x' alike (a trial's name keeps letters, digits and",
+        ),
     ],
-    ids=["repeated-label", "link-without-labels", "grid-of-tables"],
+    ids=["repeated-label", "link-without-labels", "grid-of-tables", "labels-alike-once-cleaned"],
 )
 def test_repeated_trial_names_say_which_axis_and_what_to_do(tmp_path, axes, problem):
     """The message asked every sweep for link labels, even one whose labels repeat or whose axis is [grid]."""
@@ -706,3 +710,18 @@ def test_tunes_own_restore_advice_is_not_shown(caplog):
     import ray.tune.tune
 
     assert ray.tune.tune.logger is tune_log  # the logger the advice comes from
+
+
+def test_a_sweep_files_own_problems_are_said_as_the_sweep_files(tmp_path):
+    """A syntax error or a missing file was said as a scenario's; ``base = 3`` as a missing base."""
+    (tmp_path / "bad.sweep.toml").write_text('base = "x.toml"\n[grid\n')
+    with pytest.raises(ConfigError) as err:
+        load_sweep(tmp_path / "bad.sweep.toml")
+    assert err.value.report().startswith(
+        f"invalid sweep file {tmp_path / 'bad.sweep.toml'}:\n  - malformed TOML"
+    )
+    with pytest.raises(ConfigError) as err:
+        load_sweep(tmp_path / "none.sweep.toml")
+    assert err.value.problems == [f"sweep file {tmp_path / 'none.sweep.toml'} not found"]
+    problems = _problems(tmp_path, "base = 3\n[grid]\nseed = [1]\n")
+    assert problems[0].startswith("base: 3 is not a path; give the base scenario's path as a string")
