@@ -287,6 +287,11 @@ def cmd_describe_model(args: argparse.Namespace) -> int:
     entry = MODELS[args.name]
     dataset = args.dataset or entry.default_dataset
     channels, size, classes = _dataset_shape(dataset)
+    if args.crop and not 1 <= args.crop <= size:
+        raise UsageError(
+            f"--crop: {args.crop} is not a crop of the {size}×{size} images of {dataset}; give 1 to {size} "
+            "(0: the whole image)"
+        )
     if args.crop:
         size = args.crop
     elif not args.dataset and entry.inputs[0][1] < size:  # the source experiment crops (CSE-FSL: 24×24)

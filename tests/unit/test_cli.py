@@ -139,6 +139,8 @@ def test_validate_with_data_partitions_and_builds_as_a_run_does(capsys):
         (["validate", DEFAULT, "model.split=L9"], "model.split: 'L9'"),
         (["validate", "no-such.toml"], "scenario file no-such.toml not found"),
         (["describe", "model", "alexnett"], "unknown model 'alexnett'"),
+        (["describe", "model", "lenet5", "--crop", "100"], "--crop: 100 is not a crop of the 28×28 images"),
+        (["describe", "model", "lenet5", "--crop", "-1"], "--crop: -1 is not a crop of the 28×28 images"),
         (["data", "check", "fashion-mnist", "--data-dir", "/nonexistent-raysfl"], "/nonexistent-raysfl"),
     ],
 )
