@@ -9,7 +9,7 @@ from raysfl.data.config import DataConfig
 from raysfl.data.dataset import ImageDataset
 from raysfl.data.download import download
 from raysfl.data.errors import DataError, DataNotFoundError
-from raysfl.data.locate import Source, describe_places, find_source, probe, search_places
+from raysfl.data.locate import Place, Source, describe_places, find_source, probe, search_places
 from raysfl.data.registry import DATASETS, DatasetInfo
 from raysfl.data.sources import matches_release, read_source
 from raysfl.data.synthetic import make_synthetic
@@ -59,6 +59,52 @@ def _title(info: DatasetInfo, source: Source) -> str:
     return info.title
 
 
+def _locate(cfg: DataConfig, data_dir_override: str | None) -> tuple[DatasetInfo, list[Place], Source | None]:
+    """The dataset's entry, the places searched for it, and the copy found there (``None``: none).
+
+    Raises:
+        DataNotFoundError: ``cfg.data_dir`` is set but names no directory, and no ``data_dir_override``
+            replaces it.
+    """
+    if cfg.data_dir and not data_dir_override and not Path(cfg.data_dir).expanduser().is_dir():
+        raise DataNotFoundError(
+            f"data.data_dir: {cfg.data_dir} is not a directory; set it to the folder that holds the dataset, "
+            "or to '' to search $RAYSFL_DATA, ./data and the system folders"
+        )
+    info = DATASETS[cfg.dataset]
+    places = search_places(info, data_dir_override, cfg.data_dir)
+    return info, places, find_source(info, places)
+
+
+def _no_download(info: DatasetInfo, cfg: DataConfig) -> str | None:
+    """Why no copy can be downloaded (``None``: one can be tried)."""
+    if not info.downloads:
+        return "none available for this dataset"
+    if not cfg.download:
+        return f"disabled (data.download = false); would fetch {info.downloads[0].urls[0]}"
+    return None
+
+
+def check_reachable(cfg: DataConfig, data_dir_override: str | None = None) -> None:
+    """Raise what :func:`load_dataset` would for a dataset it can neither find nor download; read nothing.
+
+    A copy found in a searched place, a download :func:`load_dataset` may try (``data.download`` and an
+    official URL) and generated data pass; so a sweep can refuse unreachable data before it starts Ray.
+    Whether a found copy is complete and sound is left to :func:`load_dataset`.
+
+    Raises:
+        DataError: an unknown dataset. DataNotFoundError: as :func:`load_dataset`.
+    """
+    if cfg.dataset not in DATASETS:
+        raise DataError(f"unknown dataset {cfg.dataset!r}; known: {', '.join(DATASETS)}")
+    if cfg.dataset == "synthetic":
+        return
+    info, places, source = _locate(cfg, data_dir_override)
+    why = _no_download(info, cfg)
+    if source is None and why is not None:
+        raise _not_found(info, describe_places(info, places), why)
+
+
 def load_dataset(cfg: DataConfig, data_dir_override: str | None = None) -> ImageDataset:
     """Locate, read, verify and return the dataset named by ``cfg.dataset``.
 
@@ -78,23 +124,12 @@ def load_dataset(cfg: DataConfig, data_dir_override: str | None = None) -> Image
         raise DataError(f"unknown dataset {cfg.dataset!r}; known: {', '.join(DATASETS)}")
     if cfg.dataset == "synthetic":
         return make_synthetic(cfg)
-    if cfg.data_dir and not data_dir_override and not Path(cfg.data_dir).expanduser().is_dir():
-        raise DataNotFoundError(
-            f"data.data_dir: {cfg.data_dir} is not a directory; set it to the folder that holds the dataset, "
-            "or to '' to search $RAYSFL_DATA, ./data and the system folders"
-        )
-    info = DATASETS[cfg.dataset]
-    places = search_places(info, data_dir_override, cfg.data_dir)
-    source = find_source(info, places)
+    info, places, source = _locate(cfg, data_dir_override)
     if source is None:
-        places_text = describe_places(info, places)
-        target = Path.cwd() / "data" / info.name
-        if not info.downloads:
-            download_text = "none available for this dataset"
-        elif not cfg.download:
-            download_text = f"disabled (data.download = false); would fetch {info.downloads[0].urls[0]}"
-        else:
-            source, download_text = _download(info, target)
+        places_text = describe_places(info, places)  # as they were before any download
+        download_text = _no_download(info, cfg)
+        if download_text is None:
+            source, download_text = _download(info, Path.cwd() / "data" / info.name)
         if source is None:
             raise _not_found(info, places_text, download_text)
     raw = read_source(source, info)

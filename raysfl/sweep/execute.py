@@ -34,7 +34,7 @@ from raysfl.report.runs import SWEEP_STATUS, error_head
 from raysfl.safe_write import replace_text
 from raysfl.scenario import scenario_to_dict
 from raysfl.sweep.resources import TrialResources, trial_resources
-from raysfl.sweep.spec import Sweep
+from raysfl.sweep.spec import Sweep, Trial
 from raysfl.sweep.trial import TrialTask
 
 TUNE_NAME = "_tune"
@@ -352,6 +352,22 @@ class StatusFile:
         )
 
 
+def check_trials_data(trials: Sequence[Trial], data_dir: str | None) -> None:
+    """Refuse, before Ray starts, a sweep whose trials' datasets this machine can neither find nor fetch.
+
+    Each distinct data section is checked once, as a run's driver would look for it
+    (:func:`raysfl.data.load.check_reachable`, with ``--data-dir``); on a cluster the trials run where
+    the data may be, so :func:`run_sweep` checks only a sweep that runs here.
+
+    Raises:
+        raysfl.data.DataError: the first unreachable dataset, its message naming every searched place.
+    """
+    from raysfl.data.load import check_reachable
+
+    for data in dict.fromkeys(t.scenario.data for t in trials):
+        check_reachable(data, data_dir)
+
+
 def run_sweep(
     sweep: Sweep,
     out: Path,
@@ -380,13 +396,18 @@ def run_sweep(
     out = out.resolve()
     names = [t.name for t in sweep.trials]
     check_out(out, resume, names)
+    to_run = names
     if resume:  # before Ray starts: a changed sweep file is refused, a finished sweep has nothing to run
         entries = _trial_entries(sweep)
         _check_same_sweep(out, {"trials": entries})
         planned = {name: entry["scenario"] for name, entry in entries.items()}
-        if (out / SWEEP_STATUS).is_file() and not trials_to_run(names, out, resume, planned):
-            _record_all_finished(out)
-            return SweepResult(out, finished=names, failed={}, unfinished=[])
+        if (out / SWEEP_STATUS).is_file():
+            to_run = trials_to_run(names, out, resume, planned)
+            if not to_run:
+                _record_all_finished(out)
+                return SweepResult(out, finished=names, failed={}, unfinished=[])
+    if address is None:  # this machine runs every trial: data it cannot reach fails them all
+        check_trials_data([t for t in sweep.trials if t.name in to_run], data_dir)
     ensure_ray(address)
     cluster = {k: float(v) for k, v in ray.cluster_resources().items()}
     rows = plan(sweep, cluster, trial_cpus, alive_nodes())

@@ -256,3 +256,28 @@ def test_an_incomplete_cifar_batch_folder_in_a_named_place_is_refused(tmp_path: 
     cfg = DataConfig(dataset="cifar10", download=False)
     with pytest.raises(DataCorruptError, match=r"cifar-10-batches-py has data_batch_1 but not test_batch"):
         load_dataset(cfg, str(tmp_path / "mine"))
+
+
+def test_check_reachable_says_what_load_dataset_would_and_reads_nothing(
+    tmp_path: Path, make_idx_dir: Callable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sweep refuses unreachable data before it starts Ray with the message a run's driver gives."""
+    from raysfl.data.load import check_reachable
+
+    system = tmp_path / "empty-system"
+    monkeypatch.setitem(
+        DATASETS, "fashion-mnist", dataclasses.replace(DATASETS["fashion-mnist"], system_dirs=(str(system),))
+    )
+    offline = DataConfig(dataset="fashion-mnist", download=False)
+    with pytest.raises(DataNotFoundError) as err:
+        check_reachable(offline, str(tmp_path / "cli"))
+    with pytest.raises(DataNotFoundError) as loaded:
+        load_dataset(offline, str(tmp_path / "cli"))
+    assert str(err.value) == str(loaded.value)
+    check_reachable(DataConfig(dataset="synthetic"))  # generated: nothing to find
+    check_reachable(DataConfig(dataset="fashion-mnist", download=True))  # a download may be tried
+    assert not (Path.cwd() / "data").exists()  # ...but is not: nothing fetched or written
+    make_idx_dir(tmp_path / "cli" / "fashion-mnist")
+    check_reachable(offline, str(tmp_path / "cli"))
+    with pytest.raises(DataNotFoundError, match="data.data_dir: .* is not a directory"):
+        check_reachable(DataConfig(dataset="mnist", data_dir=str(tmp_path / "nowhere")))

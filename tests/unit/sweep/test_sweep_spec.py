@@ -725,3 +725,29 @@ def test_a_sweep_files_own_problems_are_said_as_the_sweep_files(tmp_path):
     assert err.value.problems == [f"sweep file {tmp_path / 'none.sweep.toml'} not found"]
     problems = _problems(tmp_path, "base = 3\n[grid]\nseed = [1]\n")
     assert problems[0].startswith("base: 3 is not a path; give the base scenario's path as a string")
+
+
+def test_a_local_sweep_whose_data_this_machine_cannot_reach_is_refused_before_ray_starts(
+    tmp_path, capsys, monkeypatch
+):
+    """Every trial had failed inside Ray Tune with a traceback of its own; now nothing runs or is written."""
+    import dataclasses
+
+    from raysfl.data import DATASETS
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RAYSFL_DATA", raising=False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    hidden = dataclasses.replace(DATASETS["fashion-mnist"], system_dirs=(str(tmp_path / "none"),))
+    monkeypatch.setitem(DATASETS, "fashion-mnist", hidden)  # CI has Debian's copy installed
+    offline = '[set]\n"data.download" = false\n"data.partition" = "iid"\n'
+    text = GOOD.replace("[set]\n", offline) + '"data.dataset" = ["synthetic", "fashion-mnist"]\n'  # in [grid]
+    path = _write(tmp_path, text)
+    (tmp_path / "empty").mkdir()
+    out = tmp_path / "out"
+    code = main(["sweep", str(path), "--out", str(out), "--data-dir", str(tmp_path / "empty")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "Fashion-MNIST (fashion-mnist): no readable copy found" in err and "Traceback" not in err
+    assert "disabled (data.download = false)" in err and str(tmp_path / "empty") in err
+    assert not out.exists()
