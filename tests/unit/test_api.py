@@ -267,3 +267,16 @@ def test_check_spec_names_a_non_spec_and_a_non_dataclass_params():
     assert any("make_client is not callable" in p for p in problems)
     assert any("state_classes must be a tuple of classes" in p for p in problems)
     assert any("smoke: ['q_s'] are not dotted.key=value" in p for p in problems)
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_every_built_in_method_cites_its_paper_and_a_doc_the_repository_holds(name):
+    """`raysfl list` printed specs/*.md paths, design notes a user's clone does not have."""
+    import re
+    from pathlib import Path
+
+    source = ALGORITHMS[name].source
+    assert "specs/" not in source
+    docs = re.findall(r"docs/algorithms/\w+\.md", source)
+    assert len(docs) == 1, source
+    assert (Path(__file__).resolve().parents[2] / docs[0]).is_file(), docs[0]

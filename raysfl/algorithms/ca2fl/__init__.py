@@ -9,7 +9,7 @@ SPEC = fl_spec(
     params=CA2FLParams,
     server=CA2FLServer,
     description="async FL: FedBuff's buffer calibrated with a server cache of every client's latest update",
-    source="Wang et al., ICLR 2024, cached update calibration; specs/gas.md §10.10",
+    source="Wang et al., ICLR 2024, cached update calibration; docs/algorithms/ca2fl.md",
     per_update=lambda setup: setup.params.buffer_size,  # every M arrivals are one global iteration
     policy_options=lambda setup: {"aliased_base": setup.params.job_base == "aliased"},
 )

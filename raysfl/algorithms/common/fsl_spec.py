@@ -120,7 +120,8 @@ def fsl_spec(
         params=params,
         description=description,
         family="split",
-        source="specs/cse-fsl.md",
+        source="Mu & Shen, Federated Split Learning with Improved Communication and Storage Efficiency; "
+        "docs/algorithms/cse_fsl.md",
         make_client=make_client,
         make_server=make_server,
         make_policy=make_policy,

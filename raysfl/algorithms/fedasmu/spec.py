@@ -63,7 +63,7 @@ def mu_spec(*, name: str, params: type, synchronous: bool, description: str) -> 
         params=params,
         description=description,
         family="fl",
-        source="Jia, Liu et al., Efficient FL with Timely Update Dissemination; specs/fedasmu.md",
+        source=f"Jia, Liu et al., Efficient FL with Timely Update Dissemination; docs/algorithms/{name}.md",
         make_client=make_client,
         make_server=make_server,
         make_policy=make_policy,

@@ -9,7 +9,7 @@ SPEC = fl_spec(
     params=FedAsyncParams,
     server=FedAsyncServer,
     description="async FL: each arriving full model is mixed in at once with α·s(staleness)",
-    source="Xie, Koyejo & Gupta 2019, Asynchronous Federated Optimization",
+    source="Xie, Koyejo & Gupta 2019, Asynchronous Federated Optimization; docs/algorithms/fedasync.md",
     per_update=lambda setup: 1,  # every arrival is one global iteration
     proximal=lambda setup: setup.params.rho,  # local objective f(x) + ρ/2·‖x − x_τ‖²
 )

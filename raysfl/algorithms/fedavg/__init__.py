@@ -9,7 +9,7 @@ SPEC = fl_spec(
     params=FedAvgParams,
     server=FedAvgServer,
     description="synchronous FL: C of K clients per round train the full model, |D_k|-weighted average",
-    source="McMahan et al. 2017; specs/gas.md §10.10",
+    source="McMahan et al. 2017; docs/algorithms/fedavg.md",
     per_update=lambda setup: setup.scenario.federation.active_clients,  # one round of C jobs
     synchronous=True,
 )

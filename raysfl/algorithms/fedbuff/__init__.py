@@ -9,7 +9,7 @@ SPEC = fl_spec(
     params=FedBuffParams,
     server=FedBuffServer,
     description="async FL: full-model deltas fill a buffer of K_buf, then one server step",
-    source="Nguyen et al. 2022, buffered asynchronous aggregation; specs/gas.md §10.10",
+    source="Nguyen et al. 2022, buffered asynchronous aggregation; docs/algorithms/fedbuff.md",
     per_update=lambda setup: setup.params.buffer_size,  # every K_buf arrivals are one global iteration
 )
 

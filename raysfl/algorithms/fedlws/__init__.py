@@ -9,7 +9,7 @@ SPEC = fl_spec(
     params=FedLWSParams,
     server=FedLWSServer,
     description="synchronous FL: FedAvg rounds, then each layer of the average shrunk by γ_l ≤ 1",
-    source="Shi et al., ICLR 2025, FedLWS: Adaptive Layer-wise Weight Shrinking; specs/fedasmu.md §4.5",
+    source="Shi et al., ICLR 2025, FedLWS: Adaptive Layer-wise Weight Shrinking; docs/algorithms/fedlws.md",
     per_update=lambda setup: setup.scenario.federation.active_clients,  # one round of C jobs
     synchronous=True,
 )

@@ -27,7 +27,8 @@ SPEC = fl_spec(
     params=FedProxParams,
     server=FedProxServer,  # FedAvg's round average (Algorithm 2, line 9); smaller rounds if stragglers drop
     description="synchronous FL: FedAvg rounds, local objective F_k(w) + μ/2·‖w − w^t‖²",
-    source="Li et al., MLSys 2020, Federated Optimization in Heterogeneous Networks; specs/fedasmu.md §4.5",
+    source="Li et al., MLSys 2020, Federated Optimization in Heterogeneous Networks; "
+    "docs/algorithms/fedprox.md",
     per_update=lambda setup: setup.scenario.federation.active_clients,  # one round of C jobs
     synchronous=True,
     proximal=lambda setup: setup.params.mu,

@@ -23,7 +23,7 @@ SPEC = fl_spec(
     params=FedSAParams,
     server=FedSAServer,
     description="semi-async FL: average the first M accepted models, drop staler than τ₀, scaled η_i",
-    source="Chen, Mao & Ma, FGCS 117 (2021), FedSA; specs/fedasmu.md §4.5",
+    source="Chen, Mao & Ma, FGCS 117 (2021), FedSA; docs/algorithms/fedsa.md",
     per_update=lambda setup: setup.params.buffer_size,  # M accepted arrivals per global iteration
     policy_options=_policy_options,
 )

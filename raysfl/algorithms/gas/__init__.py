@@ -130,7 +130,8 @@ SPEC = AlgorithmSpec(
     params=GASParams,
     description="async split FL with activation/model buffers and per-label generated activations",
     family="split",
-    source="specs/gas.md",
+    source="Yang & Liu, GAS: Generative Activation-Aided Asynchronous Split Federated Learning; "
+    "docs/algorithms/gas.md",
     make_client=make_client,
     make_server=make_server,
     make_policy=make_policy,

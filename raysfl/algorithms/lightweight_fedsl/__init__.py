@@ -80,7 +80,8 @@ def _spec(name: str, params: type, description: str) -> AlgorithmSpec:
         params=params,
         description=description,
         family="split",
-        source="specs/lightweight-fedsl.md",
+        source="Zhang, Ni & Wang, Federated Split Learning with Model Pruning and Gradient Quantization in "
+        "Wireless Networks; docs/algorithms/lightweight_fedsl.md",
         make_client=make_client,
         make_server=make_server,
         make_policy=make_policy,

@@ -10,7 +10,8 @@ SPEC = fl_spec(
     params=PORTParams,
     server=PORTServer,
     description="async FL: buffered updates weighted by staleness b/(s+b) and cosine divergence; bound b",
-    source="Su & Li, IWQoS 2022, How Asynchronous can Federated Learning Be?; Plato examples/async/port",
+    source="Su & Li, IWQoS 2022, How Asynchronous can Federated Learning Be?; Plato examples/async/port; "
+    "docs/algorithms/port.md",
     per_update=lambda setup: setup.params.buffer_size,
     policy=PORTPolicy,
     policy_options=lambda setup: {
