@@ -221,15 +221,41 @@ def _check_same_sweep(out: Path, plan_doc: dict[str, Any]) -> None:
         return
     old = read_status(status).get("trials", {})
     new = plan_doc["trials"]
-    changed = sorted(set(old) ^ set(new)) + sorted(
-        n for n in set(old) & set(new) if not _same_trial(old[n], new[n], out / n)
-    )
-    if changed:
+    added = [n for n in new if n not in old]
+    dropped = [n for n in old if n not in new]
+    changed = [n for n in new if n in old and not _same_trial(old[n], new[n], out / n)]
+    if added or dropped or changed:
+        parts = [f"new trials: {_some(added)}"] if added else []
+        parts += [f"trials it no longer plans: {_some(dropped)}"] if dropped else []
+        if changed:
+            keys = _changed_keys(old[changed[0]], new[changed[0]], out / changed[0])
+            detail = f" ({changed[0]} differs in {', '.join(keys[:6])})" if keys else ""
+            parts.append(f"trials that differ: {_some(changed)}{detail}")
+        more = " (new trials, such as more seeds, can run into another --out; `raysfl report` takes both)"
         raise SweepStateError(
-            f"--resume: the sweep file no longer describes the sweep in {out} (trials that differ: "
-            f"{', '.join(changed[:6])}); resume with the sweep file it was started with, or use another "
-            "--out."
+            f"--resume: the sweep file no longer describes the sweep in {out}: {'; '.join(parts)}. Resume "
+            f"with the sweep file it was started with, or use another --out{more if added else ''}."
         )
+
+
+def _some(names: list[str], shown: int = 6) -> str:
+    """Up to ``shown`` trial names, and how many more."""
+    rest = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + rest
+
+
+def _changed_keys(old: dict[str, Any], new: dict[str, Any], run_dir: Path) -> list[str]:
+    """The keys in which a recorded trial and the planned one differ, as far as the record says."""
+    from raysfl.engine.checkpoint import current_form, differences
+    from raysfl.sweep.trial import setting_differences
+
+    recorded = old.get("scenario") or _readable_stored_scenario(run_dir)
+    if recorded is not None:
+        now = current_form(recorded) or recorded
+        results = {line.split(":")[0] for line in differences(now, new["scenario"])}
+        return sorted(results | set(setting_differences(recorded, new["scenario"])))
+    was, now = old.get("set", {}), json.loads(json.dumps(new["set"]))
+    return sorted(k for k in set(was) | set(now) if was.get(k) != now.get(k))
 
 
 def _same_trial(old: dict[str, Any], new: dict[str, Any], run_dir: Path) -> bool:

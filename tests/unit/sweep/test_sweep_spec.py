@@ -329,8 +329,11 @@ def test_resuming_a_finished_sweep_starts_no_ray_and_a_changed_one_is_refused_fi
     run_sweep(sweep, out, resume=True)
     assert (out / "sweep.json").read_text() == before  # nothing more to record: left as it was
     changed = load_sweep(_write(tmp_path, GOOD.replace("[0.01, 0.05]", "[0.01, 0.1]"), "changed.toml"))
-    with pytest.raises(SweepStateError, match="no longer describes the sweep"):
+    with pytest.raises(SweepStateError, match="no longer describes the sweep") as err:
         run_sweep(changed, out, resume=True)
+    said = str(err.value)  # which trials are new and which are gone, and where new ones can go
+    assert "new trials: gas_seed1_lr0.1, gas_seed2_lr0.1, " in said and " and 0 more" not in said
+    assert "; trials it no longer plans: gas_seed1_lr0.05, " in said and "can run into another --out" in said
     (out / names[-1] / "summary.json").write_text(json.dumps({"interrupted": True}))  # one left to run
     with pytest.raises(AssertionError, match="Ray was started"):
         run_sweep(sweep, out, resume=True)
@@ -494,7 +497,7 @@ def test_resume_accepts_a_sweep_recorded_before_an_option_was_added(tmp_path):
     changed["trials"][a]["scenario"]["train"]["lr"] = 0.5  # really another scenario
     changed["trials"][c]["set"]["seed"] = 99  # really another sweep file
     status.write_text(json.dumps(changed))
-    with pytest.raises(SweepStateError, match=f"trials that differ: {a}, {c}"):
+    with pytest.raises(SweepStateError, match=f"trials that differ: {a}, {c} \\({a} differs in train.lr\\)"):
         _check_same_sweep(out, doc)
 
 
