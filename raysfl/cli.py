@@ -554,18 +554,28 @@ def cmd_compare(args: argparse.Namespace) -> int:
             trials = sweep_trials(p)
             children = ordered_children(p, trials)  # a sweep's trials in its file's order, as in report
             found = [d for d in children if (d / "summary.json").is_file()]
-            if not found:
-                raise UsageError(
-                    f"{item}: not a finished run directory (no summary.json), nor a folder of finished runs"
-                )
-            dirs += found
             for d in (d for d in children if (d / "config.toml").is_file() and d not in found):
                 why = why_not_finished(d, trials.get(d.name)) or "unfinished"
                 print(printable(f"compare: left out {d}: {why}"), file=sys.stderr)
             for d, why in unfinished_trials(p, children, trials):
                 print(printable(f"compare: left out {d}: {why}"), file=sys.stderr)
+            if not found:
+                raise UsageError(
+                    f"{item}: not a finished run directory (no summary.json), nor a folder of finished runs "
+                    "(`raysfl report` also looks in folders below it)"
+                )
+            dirs += found
         else:
             raise UsageError(f"{item}: not a run directory")
+    seen: set[Path] = set()
+    unique: list[Path] = []
+    for d in dirs:
+        if d.resolve() in seen:
+            print(printable(f"compare: {d} is given twice: compared once"), file=sys.stderr)
+            continue
+        seen.add(d.resolve())
+        unique.append(d)
+    dirs = unique
     _check_target(args.target)
     try:
         records = [load_run(d) for d in dirs]

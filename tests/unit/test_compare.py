@@ -269,3 +269,29 @@ def test_escape_sequences_in_a_received_folder_reach_the_terminal_as_text(tmp_pa
     captured = capsys.readouterr()
     assert "\x1b" not in captured.out + captured.err
     assert "skipped" in captured.err and "\\x1b]0;PWNED" in captured.err
+
+
+def test_a_run_given_twice_is_compared_once_and_a_sweep_without_finished_runs_names_its_failures(
+    tmp_path, capsys
+):
+    import json
+
+    from tests.unit.sweep.test_report import _scenario, make_run
+
+    root = tmp_path / "sweep"
+    run = make_run(root, "seed1_gas", _scenario("gas", 1), [(0, 0.0, 0.1), (1, 10.0, 0.7)])
+    summary = json.loads((run / "summary.json").read_text())
+    summary.update(scenario="gas", algorithm="gas", dataset="fashion-mnist", emulated_s=10.0)
+    (run / "summary.json").write_text(json.dumps(summary))
+    assert main(["compare", str(run), str(root / ".." / "sweep" / "seed1_gas")]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.count("\n| seed1_gas") == 1
+    assert "is given twice: compared once" in captured.err
+    failed = tmp_path / "failed"
+    failed.mkdir()
+    trials = {"seed1_gas": {"status": "failed", "error": "DataNotFoundError: no readable copy"}}
+    (failed / "sweep.json").write_text(json.dumps({"trials": trials}))
+    assert main(["compare", str(failed)]) == 2
+    err = capsys.readouterr().err
+    assert f"compare: left out {failed / 'seed1_gas'}: failed: DataNotFoundError: no readable copy" in err
+    assert "nor a folder of finished runs (`raysfl report` also looks in folders below it)" in err
