@@ -817,7 +817,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("compare", help="compare finished runs side by side (markdown table)")
+    p = sub.add_parser(
+        "compare",
+        help="compare finished runs side by side (markdown table)",
+        description="Compare finished runs side by side (markdown table). With --target, the columns add "
+        "the emulated s to that accuracy; conv acc, the mean of a run's last 5 evaluations; and the first "
+        "run's gains over each run as the FedASMU paper states them, relative: acc gain = conv acc of the "
+        "first / conv acc of the run - 1, speed gain = 1 - its time to the target / the run's (- where "
+        "either never reaches it). For mean ± std over seeds use `raysfl report`.",
+    )
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories, or folders that contain them")
     p.add_argument("--target", type=float, help="accuracy (0-1) for the emulated time-to-accuracy column")
     p.set_defaults(func=cmd_compare)
