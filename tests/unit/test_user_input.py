@@ -171,7 +171,7 @@ def test_a_run_stopped_while_it_is_set_up_leaves_its_folder_free(tmp_path, monke
     refused as used, and --resume had nothing to continue."""
     from raysfl.engine import runner
 
-    def interrupted(prep):
+    def interrupted(prep, server_device=None):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(runner, "local_dispatcher", interrupted)

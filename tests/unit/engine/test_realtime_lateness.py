@@ -60,8 +60,8 @@ def test_each_late_arrival_counts_once_with_how_late_it_came(tmp_path, monkeypat
     three retries: 3 × 0.02 s × time_scale of emulated time."""
     made: list[_ArrivesLate] = []
 
-    def arriving_late(prep):
-        made.append(_ArrivesLate(runner_local(prep)))
+    def arriving_late(prep, server_device=None):
+        made.append(_ArrivesLate(runner_local(prep, server_device)))
         return made[-1]
 
     runner_local = runner.local_dispatcher
@@ -83,8 +83,8 @@ def test_an_arrival_postponed_across_a_checkpoint_is_late_from_its_first_due_tim
     from raysfl.engine.snapshot import load_tree, rebuild
     from tests.unit.engine.test_checkpoint_resume import crash_after
 
-    def arriving_late(prep):
-        return _ArrivesLate(runner_local(prep))  # each run (and the resume) looks afresh
+    def arriving_late(prep, server_device=None):
+        return _ArrivesLate(runner_local(prep, server_device))  # each run (and the resume) looks afresh
 
     runner_local = runner.local_dispatcher
     monkeypatch.setattr(runner, "local_dispatcher", arriving_late)
