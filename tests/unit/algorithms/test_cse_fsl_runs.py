@@ -46,8 +46,8 @@ def run(tmp_path, method, overrides=(), name="run"):
     server_calls, client_calls = [], []
     orig = runner.local_dispatcher
 
-    def spy(prep):
-        d = orig(prep)
+    def spy(prep, server_device=None):
+        d = orig(prep, server_device)
         s_call, c_call = d.server.call, d.clients.call
 
         def s_rec(m, *args, **kw):

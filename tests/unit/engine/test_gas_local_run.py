@@ -25,8 +25,8 @@ def _run(tmp_path, overrides=(), name="run"):
     spied = []
     orig = runner.local_dispatcher
 
-    def spy(prep):
-        d = orig(prep)
+    def spy(prep, server_device=None):
+        d = orig(prep, server_device)
         call = d.server.call
 
         def recording(method, *args, **kwargs):
