@@ -232,10 +232,26 @@ def describe_options(cls: type) -> list[str]:
                 allowed.append(f"{word} {bound:g}")
         if f.name in old_keys:
             allowed.append("old key " + ", ".join(old_keys[f.name]))
+        if meta.applies:
+            allowed.append("read only when " + _conditions_text(meta.applies))
         where = f" ({'; '.join(allowed)})" if allowed else ""
         doc = f" — {meta.doc}" if meta.doc else ""
         lines.append(f"{f.name}: {_type_name(hints[f.name])}{default}{where}{doc}")
     return lines
+
+
+def _conditions_text(applies: Mapping[str, tuple[Any, ...]]) -> str:
+    """An ``applies`` condition in words: ``generate = True and weighting in ('polynomial', 'exponential')``.
+
+    Example:
+        >>> _conditions_text({"generate": (True,), "weighting": ("polynomial", "exponential")})
+        "generate = True and weighting in ('polynomial', 'exponential')"
+    """
+    parts = [
+        f"{name} = {values[0]!r}" if len(values) == 1 else f"{name} in {tuple(values)!r}"
+        for name, values in applies.items()
+    ]
+    return " and ".join(parts)
 
 
 def _type_name(tp: Any) -> str:

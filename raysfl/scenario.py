@@ -18,7 +18,15 @@ from typing import Any
 
 from raysfl.algorithms import AlgorithmSpec
 from raysfl.algorithms.config import AlgorithmConfig, FederationConfig, TrainConfig
-from raysfl.config import ConfigError, apply_overrides, build, option, read_toml, to_dict
+from raysfl.config import (
+    ConfigError,
+    apply_overrides,
+    build,
+    option,
+    read_toml,
+    to_dict,
+    unused_options,
+)
 from raysfl.data.config import DataConfig
 from raysfl.data.registry import DATASETS
 from raysfl.engine.config import EngineConfig
@@ -261,3 +269,28 @@ def scenario_to_dict(sc: Scenario) -> dict[str, Any]:
     out = to_dict(sc)
     out["algorithm"]["params"] = to_dict(sc.params)
     return out
+
+
+def unread_options(values: Mapping[str, Any]) -> list[str]:
+    """Dotted names of the options a scenario's values leave unread, the algorithm's parameters included.
+
+    ``values`` is a scenario as plain data (a run's ``config.toml``). The sections' options come from
+    :func:`raysfl.config.unused_options` over :class:`Scenario`; ``algorithm.params`` is walked with the
+    named algorithm's Params class (GAS's ``la_tau`` when ``logit_adjustment = false``). An algorithm that
+    cannot be found here (a plug-in not installed) leaves its parameters out of the list.
+
+    Example:
+        >>> values = {"data": {"partition": "iid"},
+        ...           "algorithm": {"name": "fedsa", "params": {"lr_scaling": "none"}}}
+        >>> [n for n in unread_options(values) if n.startswith(("data.alpha", "algorithm."))]
+        ['data.alpha', 'algorithm.params.lr_scale_max']
+    """
+    unread = unused_options(Scenario, values)
+    algorithm = values.get("algorithm")
+    if not isinstance(algorithm, Mapping) or not isinstance(algorithm.get("params"), Mapping):
+        return unread
+    try:
+        spec = resolve(str(algorithm.get("name", AlgorithmConfig().name)))
+    except UnknownAlgorithmError:
+        return unread
+    return unread + unused_options(spec.params, algorithm["params"], "algorithm.params.")

@@ -13,6 +13,7 @@ line per method.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 import os
@@ -186,15 +187,12 @@ def _ignored(key: str, ignore: Sequence[str]) -> bool:
 def mark_unused(scenario: dict[str, Any]) -> dict[str, Any]:
     """A copy of a run's scenario with each option its other values leave unread set to :data:`UNUSED`.
 
-    An iid run's ``data.alpha`` or a fixed link's ``radius_m`` (declared with ``option(applies=...)``,
-    :func:`raysfl.config.unused_options`) changes nothing, so runs that differ only there are one group and
-    a label does not name it.
+    An iid run's ``data.alpha``, a fixed link's ``radius_m`` or GAS's ``la_tau`` without logit adjustment
+    (declared with ``option(applies=...)``, :func:`raysfl.scenario.unread_options`) changes nothing, so runs
+    that differ only there are one group and a label does not name it.
     """
-    from raysfl.config import unused_options
-    from raysfl.scenario import Scenario  # imports torch: only when a report is made
-
     marked = copy.deepcopy(scenario)
-    for dotted in unused_options(Scenario, scenario):
+    for dotted in _unread(canonical(scenario)):
         *sections, name = dotted.split(".")
         table = marked
         for section in sections:
@@ -202,6 +200,17 @@ def mark_unused(scenario: dict[str, Any]) -> dict[str, Any]:
         if name in table:
             table[name] = UNUSED
     return marked
+
+
+@functools.lru_cache(maxsize=4096)
+def _unread(scenario: str) -> tuple[str, ...]:
+    """:func:`raysfl.scenario.unread_options` of a scenario given as its :func:`canonical` text.
+
+    Cached: a report asks for each run's more than once (its seed's repeats, its group, its label).
+    """
+    from raysfl.scenario import unread_options  # imports torch: only when a report is made
+
+    return tuple(unread_options(json.loads(scenario)))
 
 
 def group_key(scenario: dict[str, Any]) -> str:

@@ -39,7 +39,11 @@ def test_list_algorithms_shows_a_method_by_import_path_with_its_options(capsys, 
     assert "fedasync_hinge [fl]" in out and "examples.fedasync_hinge.method:SPEC)" in out
     assert "options ([algorithm.params], HingeParams):" in out
     assert "alpha: float = 0.6 (> 0; <= 1) — mixing weight" in out
-    assert "fedasync       [fl]" in out and "staleness_a: float = 0.5 (>= 0; old key a) — " in out
+    assert "fedasync       [fl]" in out
+    assert (
+        "staleness_a: float = 0.5 (>= 0; old key a; read only when staleness in ('polynomial', 'hinge')) — "
+        in out
+    )
 
 
 @pytest.mark.parametrize(

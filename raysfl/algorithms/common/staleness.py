@@ -60,9 +60,17 @@ class StalenessOptions:
     """
 
     staleness: str = staleness_option("constant")
-    staleness_a: float = option(0.5, ge=0, doc="a of the polynomial / hinge s(τ) [P]; 0.5 [A]")
+    staleness_a: float = option(
+        0.5,
+        ge=0,
+        doc="a of the polynomial / hinge s(τ) [P]; 0.5 [A]",
+        applies={"staleness": ("polynomial", "hinge")},
+    )
     staleness_b: int = option(
-        4, ge=0, doc="b of the hinge: updates at most b versions old get s = 1 [P]; 4 [A]"
+        4,
+        ge=0,
+        doc="b of the hinge: updates at most b versions old get s = 1 [P]; 4 [A]",
+        applies={"staleness": ("hinge",)},
     )
 
 

@@ -15,6 +15,12 @@ from raysfl.config import option
 
 SLOT_POLICIES = ("rl", "h1", "h2", "h3", "none")
 
+_REQUESTS = {"request_slot": ("rl", "h1", "h2", "h3")}
+"""The fresh-model request's options are read only when a device requests one (not FedASMU-FA)."""
+
+_RL = {"request_slot": ("rl",)}
+"""The slot learning's options (meta-model, Q-learning) are read only when the slot is learned."""
+
 
 @dataclass(frozen=True)
 class MUParams:
@@ -34,9 +40,15 @@ class MUParams:
     lambda0: float = option(1.0, doc="initial λ of every device [A] spec §3.8")
     sigma0: float = option(0.5, doc="initial σ of every device [A] spec §3.8")
     iota0: float = option(0.0, doc="initial ι of every device [A] spec §3.8")
-    eta_lambda: float = option(1e-4, ge=0, doc="η_λ [P] Table 3 (per setting)")
-    eta_sigma: float = option(1e-4, ge=0, doc="η_σ [P] Table 3 (per setting)")
-    eta_iota: float = option(1e-4, ge=0, doc="η_ι [P] Table 3 (per setting)")
+    eta_lambda: float = option(
+        1e-4, ge=0, doc="η_λ [P] Table 3 (per setting)", applies={"learn_alpha": (True,)}
+    )
+    eta_sigma: float = option(
+        1e-4, ge=0, doc="η_σ [P] Table 3 (per setting)", applies={"learn_alpha": (True,)}
+    )
+    eta_iota: float = option(
+        1e-4, ge=0, doc="η_ι [P] Table 3 (per setting)", applies={"learn_alpha": (True,)}
+    )
     learn_alpha: bool = option(
         True, doc="learn (λ, σ, ι) with Eq. (3) [P]; false = FedASMU-DA ablation (fixed controls) [P] §3.10"
     )
@@ -44,11 +56,13 @@ class MUParams:
         "consistent",
         choices=("consistent", "paper"),
         doc="ĝ = −(w^i−w_o)/(η𝓛) (consistent, spec A5) or the paper's +(w^i−w_o)/(η𝓛) Eq. (4) [P]",
+        applies={"learn_alpha": (True,)},
     )
     sigma_derivative: str = option(
         "exact",
         choices=("exact", "paper"),
         doc="∂ξ/∂σ = −λ·ln(s)/(√t s^σ) (exact, spec A6) or the paper's ln(σ) factor of Eq. (5) [P]",
+        applies={"learn_alpha": (True,)},
     )
     control_record: str = option(
         "own-record",
@@ -56,13 +70,17 @@ class MUParams:
         doc="the aggregation Eqs. (4)-(5) differentiate through: device i's own last one (own-record, spec "
         "§3.3 item 4 [A]) or the one that produced w_o, the base of its training, whichever device it "
         'aggregated (literal-prev-version, the paper\'s "(o−1)-th aggregation" [P])',
+        applies={"learn_alpha": (True,)},
     )
     grad_denominator: str = option(
         "epochs",
         choices=("epochs", "steps"),
         doc="ĝ divides by η·𝓛 (epochs, as printed [P]) or η·K_i SGD steps [A] spec §3.3 item 5",
+        applies={"learn_alpha": (True,)},
     )
-    project_controls: bool = option(True, doc="keep λ, σ, ι ≥ 0 after each update [A] spec §3.3")
+    project_controls: bool = option(
+        True, doc="keep λ, σ, ι ≥ 0 after each update [A] spec §3.3", applies={"learn_alpha": (True,)}
+    )
     xi_min: float = option(1e-6, gt=0, doc="clamp ξ ≥ ξ_min [A] spec A9")
     alpha_min: float = option(1e-3, gt=0, lt=1, doc="clamp α ≥ α_min [A] spec A9 (Theorem 1 needs α_min > 0)")
     alpha_max: float = option(0.999, gt=0, le=1, doc="clamp α ≤ α_max [A] spec A9")
@@ -74,28 +92,42 @@ class MUParams:
         "h3 𝓛−1 [P] ablation; none = FedASMU-FA (no request) [P] §3.10",
     )
     first_slot: int = option(
-        2, ge=1, doc="smallest request slot (epoch at whose start the request is sent); 1 allowed [A] §3.6"
+        2,
+        ge=1,
+        doc="smallest request slot (epoch at whose start the request is sent); 1 allowed [A] §3.6",
+        applies=_REQUESTS,
     )
     fresh_download: str = option(
         "blocking",
         choices=("blocking", "overlap"),
         doc="blocking: the device waits δ_req + t_down for the fresh model [A] spec A11; overlap: it trains "
         "on and merges at the first epoch boundary after the model arrives [A]",
+        applies=_REQUESTS,
     )
-    request_latency_s: float = option(0.0, ge=0, doc="δ_req, latency of the request message, s [A] §2.6")
-    mu_beta: float = option(10.0, gt=0, doc="μ_β of β = μϕ/(1+μϕ), Eq. (10) [P]; value [A] spec §3.8")
-    gamma0: float = option(1.0, doc="initial γ of every device [A] spec §3.8")
-    upsilon0: float = option(0.5, doc="initial υ of every device [A] spec §3.8")
-    eta_gamma: float = option(1e-4, ge=0, doc="η_γ [P] Table 3 (per setting)")
-    eta_upsilon: float = option(1e-4, ge=0, doc="η_υ [P] Table 3 (per setting)")
-    beta_max: float = option(0.999, gt=0, le=1, doc="clamp β ≤ β_max (and ϕ ≥ 0) [A] spec §3.5")
+    request_latency_s: float = option(
+        0.0, ge=0, doc="δ_req, latency of the request message, s [A] §2.6", applies=_REQUESTS
+    )
+    mu_beta: float = option(
+        10.0, gt=0, doc="μ_β of β = μϕ/(1+μϕ), Eq. (10) [P]; value [A] spec §3.8", applies=_REQUESTS
+    )
+    gamma0: float = option(1.0, doc="initial γ of every device [A] spec §3.8", applies=_REQUESTS)
+    upsilon0: float = option(0.5, doc="initial υ of every device [A] spec §3.8", applies=_REQUESTS)
+    eta_gamma: float = option(1e-4, ge=0, doc="η_γ [P] Table 3 (per setting)", applies=_REQUESTS)
+    eta_upsilon: float = option(1e-4, ge=0, doc="η_υ [P] Table 3 (per setting)", applies=_REQUESTS)
+    beta_max: float = option(
+        0.999, gt=0, le=1, doc="clamp β ≤ β_max (and ϕ ≥ 0) [A] spec §3.5", applies=_REQUESTS
+    )
     # --- RL for the request slot (Eqs. 7-8) -------------------------------------------------------------
-    epsilon: float = option(0.1, ge=0, le=1, doc="ε of the ε-greedy slot choice [A] spec §3.6")
-    q_lr: float = option(0.1, ge=0, le=1, doc="φ_Q, Q-learning rate of Eq. (8) [A] spec §3.6")
-    q_discount: float = option(0.9, ge=0, le=1, doc="ψ, Q-learning discount of Eq. (8) [A] spec §3.6")
-    baseline_rho: float = option(0.1, ge=0, le=1, doc="ρ of the reward baseline EMA b [A] spec §3.6")
-    rl_lr: float = option(0.001, ge=0, doc="η_RL, meta-model learning rate, Eq. (7) [P] Table 3")
-    lstm_hidden: int = option(64, ge=1, doc="hidden size of the LSTM meta-model [A] spec §3.6")
+    epsilon: float = option(0.1, ge=0, le=1, doc="ε of the ε-greedy slot choice [A] spec §3.6", applies=_RL)
+    q_lr: float = option(0.1, ge=0, le=1, doc="φ_Q, Q-learning rate of Eq. (8) [A] spec §3.6", applies=_RL)
+    q_discount: float = option(
+        0.9, ge=0, le=1, doc="ψ, Q-learning discount of Eq. (8) [A] spec §3.6", applies=_RL
+    )
+    baseline_rho: float = option(
+        0.1, ge=0, le=1, doc="ρ of the reward baseline EMA b [A] spec §3.6", applies=_RL
+    )
+    rl_lr: float = option(0.001, ge=0, doc="η_RL, meta-model learning rate, Eq. (7) [P] Table 3", applies=_RL)
+    lstm_hidden: int = option(64, ge=1, doc="hidden size of the LSTM meta-model [A] spec §3.6", applies=_RL)
 
     def slot_for(self, policy: str) -> int:
         """The fixed l* of a heuristic (H1 2, H2 ⌊𝓛/2⌋+1, H3 𝓛−1, spec §3.6), clipped to [first_slot, 𝓛]."""

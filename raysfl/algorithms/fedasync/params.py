@@ -29,6 +29,7 @@ class FedAsyncParams(StalenessOptions):
         doc="added to the staleness in s(·): 0 = global updates since the job's model, 0 when fresh [A] "
         "(Plato's FedAsync, FedBuff's τ); 1 = t − τ of Xie et al.'s Algorithm 1 read literally, whose "
         "epoch t makes x_t from x_{t−1}, 1 when fresh [P] (FedASMU's t − o + 1)",
+        applies={"staleness": ("polynomial", "hinge")},
     )
     replacement: str = option(
         "others",

@@ -38,7 +38,12 @@ class FedSAParams:
         choices=("frequency", "none"),
         doc="η_i = η/(N·f_i) [P] (our reading [A]), or η for every device [A]",
     )
-    lr_scale_max: float = option(2.0, ge=1, doc="cap of the factor 1/(N·f_i) (numerical safety) [A]")
+    lr_scale_max: float = option(
+        2.0,
+        ge=1,
+        doc="cap of the factor 1/(N·f_i) (numerical safety) [A]",
+        applies={"lr_scaling": ("frequency",)},
+    )
     replacement: str = option(
         "others",
         choices=("others", "any"),

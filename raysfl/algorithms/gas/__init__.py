@@ -104,11 +104,13 @@ def largest_log_weight(params: GASParams, n_max: int) -> float:
 def validate(scenario: Any, params: GASParams) -> list[str]:
     """s(n) must stay finite in the statistics' type up to the last progress n = T·E (paper progress).
 
+    Without generation (``generate = false``) the statistics are never kept, so s(n) is never used.
+
     The statistics of full covariances are float32 (at most about e^88.7), diagonal ones float64 (e^709.8).
     The code's progress counters have no such bound at load time; :func:`raysfl.algorithms.gas.stats.
     weight_overflow` stops such a run when a total weight passes the limit.
     """
-    if params.progress != "paper":
+    if params.progress != "paper" or not params.generate:  # without generation, s(n) weighs nothing
         return []
     n_max = scenario.train.global_iterations * scenario.train.local_iterations
     dtype = torch.float32 if params.covariance == "full" else torch.float64

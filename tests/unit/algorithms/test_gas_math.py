@@ -160,6 +160,8 @@ def test_an_exponential_weight_that_cannot_fit_is_refused_at_load_time():
     assert scenario_from_dict({**doc, "algorithm": {"name": "gas", "params": diagonal}})
     smaller = {**doc["algorithm"]["params"], "weight_b": 0.5}  # e^50
     assert scenario_from_dict({**doc, "algorithm": {"name": "gas", "params": smaller}})
+    plain = {**doc["algorithm"]["params"], "generate": False}  # no statistics: s(n) is never used
+    assert scenario_from_dict({**doc, "algorithm": {"name": "gas", "params": plain}})
 
 
 def test_full_covariances_that_cannot_fit_are_named_before_the_run_and_table5_vit_uses_diagonal():

@@ -55,7 +55,12 @@ def tiny(name: str) -> dict:
 
 def measure(name: str, out: Path) -> dict:
     """The numbers pinned for one method: its evaluation rows (no wall time) and the run's totals."""
-    summary = runner.run(scenario_from_dict(tiny(name)), out, backend="local")
+    return measure_scenario(tiny(name), out)
+
+
+def measure_scenario(scenario: dict, out: Path) -> dict:
+    """:func:`measure` of any scenario given as data (a variant of :func:`tiny`)."""
+    summary = runner.run(scenario_from_dict(scenario), out, backend="local")
     table = pq.read_table(out / "metrics.parquet")
     evals = [
         {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items() if k != "wall_s"}

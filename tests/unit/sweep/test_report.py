@@ -807,6 +807,28 @@ def test_an_option_the_run_never_read_neither_splits_a_group_nor_labels_it(tmp_p
     assert f"- `{root / 'iid_1.0'}`: the same setting and seed 1 as {root / 'iid_0.1'}: counted once" in text
 
 
+def test_a_method_parameter_the_run_never_read_neither_splits_a_group_nor_labels_it(tmp_path):
+    """GAS without logit adjustment never reads la_tau: runs that differ only there are one setting, while
+    la_tau with logit adjustment splits them (declared in GASParams with ``applies``)."""
+    root = tmp_path / "runs"
+    curve = [(0, 0.0, 0.1), (1, 10.0, 0.5)]
+    for adjusted in (True, False):
+        for tau in (0.5, 1.0):
+            params = {"logit_adjustment": adjusted, "la_tau": tau}
+            make_run(root, f"la{adjusted}_{tau}", _scenario("gas", 1, params=params), curve)
+    out = tmp_path / "rep"
+    assert main(["report", str(root), "--out", str(out)]) == 0
+    text = (out / "report.md").read_text()
+    assert "# Report: 3 runs in 3 groups" in text
+    assert "| all runs | gas (logit_adjustment=False) | 1 |" in text
+    assert "| all runs | gas (la_tau=0.5, logit_adjustment=True) | 1 |" in text
+    assert "| all runs | gas (la_tau=1.0, logit_adjustment=True) | 1 |" in text
+    assert (
+        f"- `{root / 'laFalse_1.0'}`: the same setting and seed 1 as {root / 'laFalse_0.5'}: counted once"
+        in text
+    )
+
+
 def test_a_labelled_data_axis_names_settings_not_methods(tmp_path):
     """[link.data] label = ["s2", "a0.1"] over one method: the rows are that method on two settings (the
     labels of an axis that sets no [algorithm] key do not name the method)."""

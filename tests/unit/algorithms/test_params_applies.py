@@ -1,0 +1,141 @@
+"""Method parameters declared with ``option(applies=...)`` are truly unread when their condition fails.
+
+``raysfl report`` treats such a parameter as unused (one group, no label part), so each declaration is a
+claim about the method's code: changing the parameter while its condition fails changes no number. Each
+is checked by running the method on the pinned tiny scenario (``test_pinned_metrics.tiny``) twice, once
+with the parameters the condition leaves unread changed, and comparing every evaluation row (wall time
+aside) and the run's totals. Every declared parameter is changed, while unread, in at least one pair.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from raysfl.algorithms import ALGORITHMS
+from raysfl.config import ConfigError, build, default_problems, option_meta, unused_options
+from raysfl.scenario import unread_options
+from tests.unit.algorithms.test_pinned_metrics import measure_scenario, tiny
+
+DECLARING = sorted(
+    name
+    for name, spec in ALGORITHMS.items()
+    if any(option_meta(f).applies for f in dataclasses.fields(spec.params))
+)
+
+
+def _fields(cls: type) -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(cls)}
+
+
+def _values(f: dataclasses.Field) -> tuple[Any, ...]:
+    """The values a controlling option takes: its choices, or both truth values."""
+    meta = option_meta(f)
+    if meta.choices:
+        return meta.choices
+    if isinstance(f.default, bool):
+        return (True, False)
+    raise AssertionError(f"{f.name} controls an applies condition but has no finite set of values")
+
+
+def _other_value(f: dataclasses.Field) -> Any:
+    """A valid value of ``f`` other than its default."""
+    meta, default = option_meta(f), f.default
+    if meta.choices:
+        return next(c for c in meta.choices if c != default)
+    if isinstance(default, bool):
+        return not default
+    if isinstance(default, float) and meta.le is not None and default * 2 + 1 > meta.le:
+        return default / 2  # a bounded rate or clamp (ε ≤ 1, β_max ≤ 1)
+    return type(default)(default * 2 + 1)
+
+
+def _states(cls: type) -> list[dict[str, Any]]:
+    """Settings of the controlling options that leave parameters unread, each adding a parameter not
+    unread in an earlier one (the defaults first)."""
+    fields = _fields(cls)
+    controllers = sorted({c for f in fields.values() for c in (option_meta(f).applies or {})})
+    candidates = [{}] + [{c: v} for c in controllers for v in _values(fields[c]) if v != fields[c].default]
+    states, covered = [], set()
+    for state in candidates:
+        unread = set(unused_options(cls, state))
+        if unread - covered:
+            states.append(state)
+            covered |= unread
+    return states
+
+
+def _changes(cls: type, state: dict[str, Any]) -> list[dict[str, Any]]:
+    """The unread parameters of ``state`` set to other values, in as few valid sets as they allow (GAS
+    refuses a low-rank sampler of diagonal covariances, both unread without generation)."""
+    fields, left, sets = _fields(cls), unused_options(cls, state), []
+    while left:
+        current: dict[str, Any] = {}
+        rest = []
+        for name in left:
+            trial = {**current, name: _other_value(fields[name])}
+            try:
+                build(cls, {**state, **trial})
+            except ConfigError:
+                rest.append(name)
+            else:
+                current = trial
+        assert current, f"no other value of {rest} builds with {state}"
+        sets.append(current)
+        left = rest
+    return sets
+
+
+def _numbers(name: str, params: dict[str, Any], out: Path) -> dict:
+    """The pinned numbers of ``name`` on the tiny scenario with ``params`` (NaN as a string: NaN == NaN)."""
+    scenario = tiny(name)
+    scenario["algorithm"]["params"] = {**scenario["algorithm"].get("params", {}), **params}
+    numbers = measure_scenario(scenario, out)
+    numbers["evals"] = [
+        {k: "nan" if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
+        for row in numbers["evals"]
+    ]
+    return numbers
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_every_methods_conditions_are_well_formed(name):
+    assert default_problems(ALGORITHMS[name].params) == []
+
+
+def test_the_methods_that_declare_conditions():
+    """The list the runs below cover (a declaration added elsewhere joins it)."""
+    assert {"fedasync", "fedbuff", "fedsa", "gas", "fedasmu", "fedssmu"} <= set(DECLARING)
+
+
+@pytest.mark.parametrize("name", DECLARING)
+def test_an_unread_parameter_changes_no_number(name, tmp_path):
+    cls = ALGORITHMS[name].params
+    checked: set[str] = set()
+    for i, state in enumerate(_states(cls)):
+        base = _numbers(name, state, tmp_path / f"{i}-base")
+        for j, change in enumerate(_changes(cls, state)):
+            changed = _numbers(name, {**state, **change}, tmp_path / f"{i}-{j}")
+            assert changed == base, f"{name} with {state}: changing {change} changed the run"
+            checked |= set(change)
+    declared = {n for n, f in _fields(cls).items() if option_meta(f).applies}
+    assert checked == declared
+
+
+def test_the_comparison_sees_a_read_parameter(tmp_path):
+    """The check above can fail: FedAsync's polynomial s(τ) reads ``staleness_a``, and the run shows it."""
+    base = _numbers("fedasync", {}, tmp_path / "a")
+    assert _numbers("fedasync", {"staleness_a": 2.0}, tmp_path / "b") != base
+
+
+def test_a_report_reads_unread_parameters_from_the_runs_algorithm():
+    values = {"algorithm": {"name": "gas", "params": {"generate": False, "logit_adjustment": False}}}
+    unread = unread_options(values)
+    assert "algorithm.params.la_tau" in unread and "algorithm.params.ridge" in unread
+    assert "algorithm.params.q_s" not in unread
+    plugin = {"algorithm": {"name": "no_such_package.module:SPEC", "params": {"x": 1}}}
+    assert unread_options(plugin) == []  # a plug-in not installed here: its parameters are all kept
