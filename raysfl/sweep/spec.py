@@ -62,6 +62,7 @@ class Axis:
     values: tuple[tuple[Any, ...], ...]  # one tuple per point of the axis, aligned with ``keys``
     labels: tuple[str, ...]  # the name fragment of each point
     given: tuple[str, ...] = ()  # a link axis's own ``label`` list, as written (empty: none given)
+    section: str = "grid"  # the sweep file's table that declares it: grid or link
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,8 @@ def _link_axes(links: Any, problems: list[str]) -> list[Axis]:
             if labels is not None
             else tuple(_fragment(first, p[0]) for p in points)
         )
-        axes.append(Axis(name, keys, points, names, tuple(labels) if labels is not None else ()))
+        given = tuple(labels) if labels is not None else ()
+        axes.append(Axis(name, keys, points, names, given, section="link"))
     return axes
 
 
@@ -365,11 +367,19 @@ def _expand(
             )
     dups = sorted(n for n, c in names.items() if c > 1)
     if dups:
+        joined = ", ".join(_axis_ref(axis) for axis in axes)
         problems += _name_collisions(axes) or [
-            f"grid: several trials get the same name ({', '.join(dups)}); give the link axes a `label` list "
-            "that tells their points apart"
+            f"several trials get the same name ({', '.join(dups)}): the name parts of {joined}, joined with "
+            "'_', run together; give the link axes `label` lists (or the grid values) whose parts do not"
         ]
     return trials
+
+
+def _axis_ref(axis: Axis) -> str:
+    """Where the sweep file declares ``axis``: ``grid.seed``, ``grid.'train.lr'`` or ``link.method``."""
+    if axis.section == "grid":
+        return f"grid.{axis.name!r}" if "." in axis.name else f"grid.{axis.name}"
+    return f"link.{axis.name}"
 
 
 def _name_collisions(axes: list[Axis]) -> list[str]:
@@ -390,12 +400,11 @@ def _name_collisions(axes: list[Axis]) -> list[str]:
                     else f"{given[0]!r} names two points"
                 )
                 problems.append(f"link.{axis.name}.label: {spelled}; give each point a label of its own")
-        elif axis.keys == (axis.name,):
-            where = f"grid.{axis.name!r}" if "." in axis.name else f"grid.{axis.name}"
+        elif axis.section == "grid":
             problems.append(
-                f"{where}: two of its values give a trial the same name part {said} (a table or a long value "
-                'is named by its key alone); sweep the keys inside the tables (grid."train.lr" = [...]), or '
-                "put the values under a [link.NAME] table with a `label` list"
+                f"{_axis_ref(axis)}: two of its values give a trial the same name part {said} (a table or a "
+                'long value is named by its key alone); sweep the keys inside the tables (grid."train.lr" = '
+                '[...]), or put the values under a [link.NAME] table with a `label` list'
             )
         else:
             problems.append(

@@ -684,8 +684,19 @@ def test_a_scenario_given_as_a_sweep_file_is_said_to_be_one(tmp_path, capsys):
             '[link.method]\nlabel = ["", ".."]\n"algorithm.name" = ["gas", "fedavg"]\n',
             "link.method.label: '' and '..' name trials 'x' alike (a trial's name keeps letters, digits and",
         ),
+        (  # no axis repeats a part, but "x" + "y_z" and "x_y" + "z" both make x_y_z
+            '[link.a]\nlabel = ["x", "x_y"]\n"train.lr" = [0.1, 0.2]\n'
+            '[link.b]\nlabel = ["y_z", "z"]\n"train.momentum" = [0.5, 0.9]\n',
+            "several trials get the same name (x_y_z): the name parts of link.a, link.b, joined with '_',",
+        ),
     ],
-    ids=["repeated-label", "link-without-labels", "grid-of-tables", "labels-alike-once-cleaned"],
+    ids=[
+        "repeated-label",
+        "link-without-labels",
+        "grid-of-tables",
+        "labels-alike-once-cleaned",
+        "parts-run-together",
+    ],
 )
 def test_repeated_trial_names_say_which_axis_and_what_to_do(tmp_path, axes, problem):
     """The message asked every sweep for link labels, even one whose labels repeat or whose axis is [grid]."""
