@@ -601,6 +601,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         local_resources,
         print_interrupted,
         print_outcome,
+        resume_plan,
         run_sweep,
     )
     from raysfl.sweep.spec import load_sweep
@@ -632,7 +633,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             nodes = alive_nodes()
         else:
             cluster = local_resources()
-        print(dry_run_text(sweep, cluster, out, args.max_concurrent, args.trial_cpus, nodes))
+        to_run = resume_plan(sweep, out.resolve()) if args.resume else None
+        print(dry_run_text(sweep, cluster, out, args.max_concurrent, args.trial_cpus, nodes, to_run))
         return 0
     how = SweepCommand(args.sweep, args.trial_cpus, address, args.data_dir, args.max_concurrent)
     try:

@@ -23,7 +23,7 @@ import logging
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,28 +89,55 @@ def dry_run_text(
     max_concurrent: int | None,
     trial_cpus: float | None = None,
     nodes: Sequence[tuple[float, float]] | None = None,
+    to_run: Collection[str] | None = None,
 ) -> str:
     """The ``--dry-run`` listing: every trial, what it sets, its run directory and its resource request.
 
-    ``nodes``: the cluster's nodes (:func:`plan`); default this machine.
+    ``nodes``: the cluster's nodes (:func:`plan`); default this machine. ``to_run``: the trials a
+    ``--resume`` would run (:func:`resume_plan`); the others are listed as finished. Default: all.
     """
     rows = plan(sweep, cluster, trial_cpus, nodes)
-    fits = [int(cluster.get("CPU", 0) / r.cpus + 1e-6) if r.cpus else 0 for _, _, r in rows]
-    at_once = min(max(1, min(fits)), len(rows)) if fits else 0
+    running = [row for row in rows if to_run is None or row[0] in to_run]
+    fits = [int(cluster.get("CPU", 0) / r.cpus + 1e-6) if r.cpus else 0 for _, _, r in running]
+    at_once = min(max(1, min(fits)), len(running)) if fits else 0
     if max_concurrent:
         at_once = min(at_once, max_concurrent)
     gpus = f", {cluster.get('GPU', 0):g} GPU" if cluster.get("GPU") else ""
+    done = len(rows) - len(running)
+    resumed = f"; {done} finished, {len(running)} to run" if to_run is not None else ""
     lines = [
-        f"sweep {sweep.name}: {len(rows)} trials of {sweep.base.name}, into {out}/<trial>/",
+        f"sweep {sweep.name}: {len(rows)} trials of {sweep.base.name}, into {out}/<trial>/{resumed}",
         f"cluster: {cluster.get('CPU', 0):g} CPU{gpus}; at most {at_once} trial(s) at a time",
     ]
+    note = trial_cpus_note(trial_cpus, cluster)
+    if note:
+        lines.append(note)
     if sweep.settings:
         lines.append("set on every trial: " + ", ".join(f"{k} = {v!r}" for k, v in sweep.settings.items()))
     for name, assigned, res in rows:
         what = ", ".join(f"{k} = {v!r}" for k, v in assigned.items()) or "(the base scenario)"
+        if to_run is not None and name not in to_run:
+            lines.append(f"  {name} [finished, not run again]: {what}")
+            continue
         lines.append(f"  {name}: {what}")
         lines.append(f"      resources: {res.describe()}")
     return "\n".join(lines)
+
+
+def trial_cpus_note(trial_cpus: float | None, cluster: dict[str, Any]) -> str | None:
+    """What ``--trial-cpus`` above the cluster's CPUs becomes (each trial reserves them all), or ``None``.
+
+    Example:
+        >>> trial_cpus_note(100, {"CPU": 2.0})
+        'note: --trial-cpus 100 is more than the 2 CPUs here; each trial reserves 2, one trial at a time'
+    """
+    available = float(cluster.get("CPU", 0.0))
+    if trial_cpus is None or available <= 0 or trial_cpus <= available:
+        return None
+    return (
+        f"note: --trial-cpus {trial_cpus:g} is more than the {available:g} CPUs here; each trial reserves "
+        f"{available:g}, one trial at a time"
+    )
 
 
 def _trial_entries(sweep: Sweep) -> dict[str, dict[str, Any]]:
@@ -328,6 +355,23 @@ def _readable_stored_scenario(run_dir: Path) -> dict[str, Any] | None:
         return None
 
 
+def resume_plan(sweep: Sweep, out: Path) -> list[str]:
+    """The trials ``--resume`` into ``out`` would run: the unfinished ones, in the plan's order.
+
+    Needs no Ray. Refuses what :func:`check_out` refuses and a sweep file that no longer plans the trials
+    recorded there (:class:`SweepStateError`). An ``out`` without ``sweep.json`` (stopped before it wrote
+    one) runs every trial.
+    """
+    names = [t.name for t in sweep.trials]
+    check_out(out, True, names)
+    entries = _trial_entries(sweep)
+    _check_same_sweep(out, {"trials": entries})
+    if not (out / SWEEP_STATUS).is_file():
+        return names
+    planned = {name: entry["scenario"] for name, entry in entries.items()}
+    return trials_to_run(names, out, True, planned)
+
+
 def trials_to_run(
     names: list[str], out: Path, resume: bool, planned: dict[str, dict[str, Any]] | None = None
 ) -> list[str]:
@@ -421,21 +465,19 @@ def run_sweep(
 
     out = out.resolve()
     names = [t.name for t in sweep.trials]
-    check_out(out, resume, names)
-    to_run = names
-    if resume:  # before Ray starts: a changed sweep file is refused, a finished sweep has nothing to run
-        entries = _trial_entries(sweep)
-        _check_same_sweep(out, {"trials": entries})
-        planned = {name: entry["scenario"] for name, entry in entries.items()}
-        if (out / SWEEP_STATUS).is_file():
-            to_run = trials_to_run(names, out, resume, planned)
-            if not to_run:
-                _record_all_finished(out)
-                return SweepResult(out, finished=names, failed={}, unfinished=[])
+    if not resume:
+        check_out(out, resume, names)
+    to_run = resume_plan(sweep, out) if resume else names  # before Ray starts: refuses a changed sweep
+    if resume and not to_run:
+        _record_all_finished(out)
+        return SweepResult(out, finished=names, failed={}, unfinished=[])
     if address is None:  # this machine runs every trial: data it cannot reach fails them all
         check_trials_data([t for t in sweep.trials if t.name in to_run], data_dir)
     ensure_ray(address)
     cluster = {k: float(v) for k, v in ray.cluster_resources().items()}
+    note = trial_cpus_note(trial_cpus, cluster)
+    if note and verbose:
+        print(note, file=sys.stderr)
     rows = plan(sweep, cluster, trial_cpus, alive_nodes())
     plan_doc = _plan_doc(sweep, rows)
     out.mkdir(parents=True, exist_ok=True)

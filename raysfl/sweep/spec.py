@@ -404,7 +404,7 @@ def _name_collisions(axes: list[Axis]) -> list[str]:
             problems.append(
                 f"{_axis_ref(axis)}: two of its values give a trial the same name part {said} (a table or a "
                 'long value is named by its key alone); sweep the keys inside the tables (grid."train.lr" = '
-                '[...]), or put the values under a [link.NAME] table with a `label` list'
+                "[...]), or put the values under a [link.NAME] table with a `label` list"
             )
         else:
             problems.append(

@@ -473,6 +473,32 @@ def _recorded_sweep(tmp_path: Path):
     return sweep, json.loads(json.dumps(doc)), out, out / SWEEP_STATUS
 
 
+def test_a_resumed_dry_run_lists_finished_trials_as_not_run_again(tmp_path, capsys, monkeypatch):
+    """``--resume --dry-run`` listed a finished sweep's trials as if each would run, and a --trial-cpus
+    above the machine's CPUs was capped without a word."""
+    import json
+
+    monkeypatch.setattr("raysfl.sweep.execute.local_resources", lambda: {"CPU": 2.0, "GPU": 0.0})
+    sweep, doc, out, status = _recorded_sweep(tmp_path)
+    status.write_text(json.dumps(doc))
+    names = [t.name for t in sweep.trials]
+    for name in names[:10]:
+        (out / name).mkdir()
+        (out / name / "summary.json").write_text(json.dumps({"interrupted": False}))
+    args = ["sweep", str(sweep.path), "--dry-run", "--resume", "--out", str(out), "--trial-cpus", "100"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "12 trials of tiny.toml, into " in text and "; 10 finished, 2 to run" in text
+    assert f"  {names[0]} [finished, not run again]: " in text
+    assert f"  {names[10]}: " in text and f"  {names[11]}: " in text
+    assert text.count("resources: ") == 2
+    assert "note: --trial-cpus 100 is more than the 2 CPUs here; each trial reserves 2" in text
+    changed = sweep.path.read_text().replace("seed = [1, 2, 3]", "seed = [1, 2, 4]")
+    sweep.path.write_text(changed)
+    assert main(args) == 2  # a resume of another sweep file is refused by the dry run too
+    assert "trials" in capsys.readouterr().err
+
+
 def test_resume_accepts_a_sweep_recorded_before_an_option_was_added(tmp_path):
     """A newer raysfl adds options: recorded scenarios lack them, their fingerprints differ, same sweep."""
     import json
