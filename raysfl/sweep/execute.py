@@ -18,12 +18,13 @@ its first seeds). Tune's experiment restore is not used: it starts the pending t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import os
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -506,12 +507,8 @@ def run_sweep(
     todo = trials_to_run(names, out, resume, planned)
     if not todo:
         return status.write()
-    tune_log = logging.getLogger("ray.tune.tune")
-    tune_log.addFilter(_without_tune_restore_advice)
-    try:
+    with tune_noise_filtered():
         grid = _new_tuner(trainable, todo, out, max_concurrent, verbose, _status_keeper(status)).fit()
-    finally:
-        tune_log.removeFilter(_without_tune_restore_advice)
     for i in range(len(grid)):
         result = grid[i]
         if result.error is not None and result.config:
@@ -578,13 +575,36 @@ def _record_all_finished(out: Path) -> None:
     replace_text(out / SWEEP_STATUS, status_text(doc))
 
 
-def _without_tune_restore_advice(record: logging.LogRecord) -> bool:
-    """Drop Tune's advice on ^C, "Resume experiment with: Tuner.restore(...)".
+TUNE_NOISE = {
+    "ray.tune.tune": "Tuner.restore(",
+    "ray.tune.analysis.experiment_analysis": "Failed to fetch metrics",
+}
+"""Tune's log lines a sweep drops, by logger: a text each such line holds.
 
-    A sweep continues with ``raysfl sweep --resume`` (:func:`print_outcome` says so), never with Tune's
-    restore (the module docstring).
-    """
-    return "Tuner.restore(" not in record.getMessage()
+On ^C Tune advises "Resume experiment with: Tuner.restore(...)"; a sweep continues with ``raysfl sweep
+--resume`` instead (:func:`print_outcome` says so; Tune's restore starts pending trials in another order).
+It then warns "Failed to fetch metrics" for each trial that never started (no Tune progress file); the
+sweep's own summary names the unfinished trials, and raysfl reads its runs' own files, never Tune's.
+"""
+
+
+def _without_tune_noise(record: logging.LogRecord) -> bool:
+    """Whether a Tune log line is kept: it holds none of :data:`TUNE_NOISE`'s texts."""
+    message = record.getMessage()
+    return not any(text in message for text in TUNE_NOISE.values())
+
+
+@contextlib.contextmanager
+def tune_noise_filtered() -> Iterator[None]:
+    """Drop the lines of :data:`TUNE_NOISE` from Tune's loggers while the block runs."""
+    loggers = [logging.getLogger(name) for name in TUNE_NOISE]
+    for log in loggers:
+        log.addFilter(_without_tune_noise)
+    try:
+        yield
+    finally:
+        for log in loggers:
+            log.removeFilter(_without_tune_noise)
 
 
 def _status_keeper(status: StatusFile) -> Any:

@@ -730,26 +730,32 @@ def test_repeated_trial_names_say_which_axis_and_what_to_do(tmp_path, axes, prob
     assert any(p.startswith(problem) for p in problems), problems
 
 
-def test_tunes_own_restore_advice_is_not_shown(caplog):
+def test_tunes_own_restore_advice_and_metrics_warnings_are_not_shown(caplog):
     """On ^C Tune logged "Resume experiment with: Tuner.restore(...)", which a sweep must not use (it starts
-    pending trials in another order); raysfl's own line says `raysfl sweep ... --resume`."""
+    pending trials in another order), and "Failed to fetch metrics" for every trial that never started;
+    raysfl's own lines say `raysfl sweep ... --resume` and name the unfinished trials."""
     import logging
+
+    import ray.tune.analysis.experiment_analysis
+    import ray.tune.tune
 
     from raysfl.sweep import execute
 
     tune_log = logging.getLogger("ray.tune.tune")
+    analysis_log = logging.getLogger("ray.tune.analysis.experiment_analysis")
     message = "Experiment has been interrupted, but the most recent state was saved.\nResume experiment with:"
-    tune_log.addFilter(execute._without_tune_restore_advice)
-    try:
-        with caplog.at_level(logging.WARNING, logger="ray.tune.tune"):
-            tune_log.warning(message + ' Tuner.restore(path="/x/_tune", trainable=...)')
-            tune_log.warning("Trials did not complete: [a]")
-    finally:
-        tune_log.removeFilter(execute._without_tune_restore_advice)
+    with caplog.at_level(logging.WARNING), execute.tune_noise_filtered():
+        tune_log.warning(message + ' Tuner.restore(path="/x/_tune", trainable=...)')
+        tune_log.warning("Trials did not complete: [a]")
+        analysis_log.warning("Failed to fetch metrics for 2 trial(s):\n- a: FileNotFoundError()")
     assert [r.getMessage() for r in caplog.records] == ["Trials did not complete: [a]"]
-    import ray.tune.tune
-
-    assert ray.tune.tune.logger is tune_log  # the logger the advice comes from
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        analysis_log.warning("Failed to fetch metrics for 2 trial(s)")  # outside a sweep: kept
+    assert len(caplog.records) == 1
+    # the loggers the lines come from
+    assert ray.tune.tune.logger is tune_log
+    assert ray.tune.analysis.experiment_analysis.logger is analysis_log
 
 
 def test_a_sweep_files_own_problems_are_said_as_the_sweep_files(tmp_path):
