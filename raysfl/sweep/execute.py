@@ -107,7 +107,9 @@ def dry_run_text(
     done = len(rows) - len(running)
     resumed = f"; {done} finished, {len(running)} to run" if to_run is not None else ""
     lines = [
-        f"sweep {sweep.name}: {len(rows)} trials of {sweep.base.name}, into {out}/<trial>/{resumed}",
+        f"sweep {sweep.name}: {len(rows)} trial{'' if len(rows) == 1 else 's'} of {sweep.base.name}, into "
+        f"{out}/<trial>/{resumed}"
+        + ("" if sweep.axes else " (the file has no [grid] or [link] axis: one run of the base with [set])"),
         f"cluster: {cluster.get('CPU', 0):g} CPU{gpus}; at most {at_once} trial(s) at a time",
     ]
     note = trial_cpus_note(trial_cpus, cluster)

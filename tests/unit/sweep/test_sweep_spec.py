@@ -473,6 +473,15 @@ def _recorded_sweep(tmp_path: Path):
     return sweep, json.loads(json.dumps(doc)), out, out / SWEEP_STATUS
 
 
+def test_a_sweep_without_axes_is_one_trial_and_the_dry_run_says_so(tmp_path, capsys):
+    path = _write(tmp_path, 'base = "scen/tiny.toml"\n[set]\n"train.global_iterations" = 3\n[grid]\n')
+    assert [t.name for t in load_sweep(path).trials] == ["trial"]
+    assert main(["sweep", str(path), "--dry-run", "--out", str(tmp_path / "o")]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "1 trial of tiny.toml" in first
+    assert "no [grid] or [link] axis: one run of the base with [set]" in first
+
+
 def test_a_resumed_dry_run_lists_finished_trials_as_not_run_again(tmp_path, capsys, monkeypatch):
     """``--resume --dry-run`` listed a finished sweep's trials as if each would run, and a --trial-cpus
     above the machine's CPUs was capped without a word."""
