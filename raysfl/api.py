@@ -65,7 +65,7 @@ from raysfl.algorithms.common.evaluate import evaluate_model
 from raysfl.algorithms.common.optim import make_optimizer
 from raysfl.algorithms.common.own_rng import draws_randomness, replaying_rng, seeded_if
 from raysfl.algorithms.protocols import ClientLogic, Policy, ServerLogic
-from raysfl.config import default_problems, option
+from raysfl.config import Above, Below, default_problems, option
 from raysfl.metrics.columns import event_column_problems
 from raysfl.models.flops import ModelProfile
 from raysfl.models.split import SplitModel
@@ -232,8 +232,10 @@ def check_logic(obj: Any, protocol: type, spec: AlgorithmSpec) -> Any:
 __all__ = [
     "CLIENT",
     "SERVER",
+    "Above",
     "Action",
     "AlgorithmSpec",
+    "Below",
     "Call",
     "ClientFactory",
     "ClientLogic",

@@ -67,6 +67,48 @@ class ConfigError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
+class Above:
+    """An ``applies`` condition on a number: the option is read only while its sibling exceeds ``limit``.
+
+    ``option(..., applies={"dropout": Above(0)})`` reads "used only when dropout > 0".
+
+    Example:
+        >>> 0.3 in Above(0), 0.0 in Above(0), Above(0)
+        (True, False, > 0)
+    """
+
+    limit: float
+
+    def __contains__(self, value: object) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and value > self.limit
+
+    def __repr__(self) -> str:
+        return f"> {self.limit:g}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Below:
+    """An ``applies`` condition on a number: the option is read only while its sibling is under ``limit``.
+
+    Example:
+        >>> 8 in Below(32), 32 in Below(32), Below(32)
+        (True, False, < 32)
+    """
+
+    limit: float
+
+    def __contains__(self, value: object) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and value < self.limit
+
+    def __repr__(self) -> str:
+        return f"< {self.limit:g}"
+
+
+Condition = tuple[Any, ...] | Above | Below
+"""What an ``applies`` entry allows its sibling: a tuple of values, or a bound on a number."""
+
+
+@dataclasses.dataclass(frozen=True)
 class OptionMeta:
     """Constraints and documentation attached to one dataclass field by :func:`option`."""
 
@@ -78,7 +120,7 @@ class OptionMeta:
     lt: float | None = None
     check: Callable[[Any], str | None] | None = None
     synonyms: Mapping[Any, Any] | None = dataclasses.field(default=None, hash=False)
-    applies: Mapping[str, tuple[Any, ...]] | None = dataclasses.field(default=None, hash=False)
+    applies: Mapping[str, Condition] | None = dataclasses.field(default=None, hash=False)
 
 
 def option(
@@ -93,7 +135,7 @@ def option(
     check: Callable[[Any], str | None] | None = None,
     factory: Any = dataclasses.MISSING,
     synonyms: Mapping[Any, Any] | None = None,
-    applies: Mapping[str, Sequence[Any]] | None = None,
+    applies: Mapping[str, Sequence[Any] | Above | Below] | None = None,
 ) -> Any:
     """Declare a configuration field with its default, allowed values and a one-line doc.
 
@@ -103,8 +145,9 @@ def option(
     the value they stand for; :func:`build` stores the value, so ``{"none": "constant"}`` makes
     ``"none"`` build as ``"constant"`` (each synonym's target must itself be allowed).
     ``applies`` maps sibling fields to the values under which this option is read at all
-    (``{"kind": ("wireless",)}``: only a wireless link reads it); :func:`unused_options` lists the options a
-    set of values leaves unread, so a report does not tell two runs apart by them.
+    (``{"kind": ("wireless",)}``: only a wireless link reads it; ``{"dropout": Above(0)}``: only a positive
+    dropout rate does); :func:`unused_options` lists the options a set of values leaves unread, so a report
+    does not tell two runs apart by them. Several siblings: all must hold.
 
     Every float must be finite unless it equals the field's default (a default of ``-inf`` may mean
     "unset"); every string is at most :data:`MAX_STRING_CHARS` long without control characters.
@@ -113,7 +156,13 @@ def option(
     if synonyms and allowed is not None and any(v not in allowed for v in synonyms.values()):
         raise TypeError(f"option synonyms {dict(synonyms)!r} must map to values of choices {allowed!r}")
     frozen = types.MappingProxyType(dict(synonyms)) if synonyms else None
-    when = types.MappingProxyType({k: tuple(v) for k, v in applies.items()}) if applies else None
+    when = (
+        types.MappingProxyType(
+            {k: v if isinstance(v, (Above, Below)) else tuple(v) for k, v in applies.items()}
+        )
+        if applies
+        else None
+    )
     meta = {_META: OptionMeta(doc, allowed, ge, gt, le, lt, check, frozen, when)}
     if factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=factory, metadata=meta)
@@ -240,15 +289,21 @@ def describe_options(cls: type) -> list[str]:
     return lines
 
 
-def _conditions_text(applies: Mapping[str, tuple[Any, ...]]) -> str:
+def _conditions_text(applies: Mapping[str, Condition]) -> str:
     """An ``applies`` condition in words: ``generate = True and weighting in ('polynomial', 'exponential')``.
 
     Example:
         >>> _conditions_text({"generate": (True,), "weighting": ("polynomial", "exponential")})
         "generate = True and weighting in ('polynomial', 'exponential')"
+        >>> _conditions_text({"dropout": Above(0)})
+        'dropout > 0'
     """
     parts = [
-        f"{name} = {values[0]!r}" if len(values) == 1 else f"{name} in {tuple(values)!r}"
+        f"{name} {values!r}"
+        if isinstance(values, (Above, Below))
+        else f"{name} = {values[0]!r}"
+        if len(values) == 1
+        else f"{name} in {tuple(values)!r}"
         for name, values in applies.items()
     ]
     return " and ".join(parts)
@@ -495,7 +550,13 @@ def _applies_problems(cls: type) -> list[str]:
             if other not in fields or other == f.name:
                 problems.append(f"{where}: {other!r} is not another option of {cls.__qualname__}")
                 continue
-            choices = option_meta(fields[other]).choices
+            sibling = fields[other]
+            if isinstance(allowed, (Above, Below)):
+                number = isinstance(sibling.default, (int, float)) and not isinstance(sibling.default, bool)
+                if not number:
+                    problems.append(f"{where}: {other} is not a number; {allowed!r} cannot hold for it")
+                continue
+            choices = option_meta(sibling).choices
             if choices is None:
                 continue
             stray = [v for v in allowed if v not in choices]

@@ -9,7 +9,16 @@ import numpy as np
 import pytest
 import torch
 
-from raysfl.config import default_problems, option, option_meta, to_dict, unused_options
+from raysfl.config import (
+    Above,
+    Below,
+    default_problems,
+    describe_options,
+    option,
+    option_meta,
+    to_dict,
+    unused_options,
+)
 from raysfl.data.config import DataConfig
 from raysfl.data.partition import partition_dataset
 from raysfl.models.config import ModelConfig
@@ -57,6 +66,31 @@ def test_a_condition_naming_no_sibling_or_a_value_it_never_takes_is_a_declaratio
     assert "Bad.x (applies): 'knd' is not another option of" in problems[0]
     assert "Bad.y (applies): kind is never ['c']; it is one of ['a', 'b']" in problems[1]
     assert "Bad.z (applies): 'z' is not another option of" in problems[2]
+
+
+def test_a_number_condition_reads_an_option_only_beyond_its_bound():
+    @dataclasses.dataclass(frozen=True)
+    class Lossy:
+        dropout: float = option(0.0, ge=0, lt=1)
+        bits: int = option(32, ge=1, le=32)
+        granularity: str = option("element", applies={"dropout": Above(0.0)})
+        scope: str = option("global", applies={"bits": Below(32)})
+
+    assert unused_options(Lossy, {}) == ["granularity", "scope"]
+    assert unused_options(Lossy, {"dropout": 0.3, "bits": 8}) == []
+    assert unused_options(Lossy, {"dropout": 0.3, "bits": 32}) == ["scope"]
+    assert default_problems(Lossy) == []
+    lines = describe_options(Lossy)
+    assert lines[2] == "granularity: str = 'element' (read only when dropout > 0)"
+    assert lines[3] == "scope: str = 'global' (read only when bits < 32)"
+
+    @dataclasses.dataclass(frozen=True)
+    class Bad:
+        kind: str = option("a", choices=("a", "b"))
+        x: float = option(1.0, applies={"kind": Above(0)})
+
+    (problem,) = default_problems(Bad)
+    assert problem.endswith("Bad.x (applies): kind is not a number; > 0 cannot hold for it")
 
 
 def test_every_built_in_condition_is_well_formed():

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from raysfl.algorithms.common.fsl_round import SERVER_ORDERS, UPLOAD_RULES
-from raysfl.config import option
+from raysfl.config import Below, option
 
 _FEDAVG_WEIGHTS = "FedAvg weights 1/n [P] eq. 14, or |D_i|/Σ|D_j| [C]"
 
@@ -33,7 +33,9 @@ def _lr_decay() -> Any:
 
 
 def _lr_decay_every() -> Any:
-    return option(10, ge=1, doc="s: rounds between learning-rate decays [P]")
+    return option(
+        10, ge=1, doc="s: rounds between learning-rate decays [P]", applies={"lr_decay": Below(1.0)}
+    )
 
 
 def _aggregation(doc: str) -> Any:

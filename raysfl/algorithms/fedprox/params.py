@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raysfl.config import option
+from raysfl.config import Above, option
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,7 @@ class FedProxParams:
         False,
         doc="discard the stragglers instead of keeping their partial work: the paper's FedAvg comparison "
         "[P]; they run no job and the round averages the other C − round(fraction·C) models",
+        applies={"straggler_fraction": Above(0.0)},
     )
 
 

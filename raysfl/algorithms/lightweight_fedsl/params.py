@@ -12,7 +12,10 @@ from dataclasses import dataclass
 
 from raysfl.algorithms.lightweight_fedsl.dropout import GRANULARITIES
 from raysfl.algorithms.lightweight_fedsl.pruning import PRUNE_SCOPES
-from raysfl.config import option
+from raysfl.config import Above, Below, option
+
+_PRUNING = {"prune_final": Above(0.0)}
+"""The pruning schedule's options are read only when the client part is pruned at all."""
 
 
 @dataclass(frozen=True)
@@ -21,25 +24,36 @@ class LightweightFedSLParams:
 
     prune_final: float = option(0.35, ge=0, lt=1, doc="ρ_f: final client-side sparsity [P] (0 = no pruning)")
     prune_rounds: int = option(
-        0, ge=0, doc="T of ρ_t = ρ_f(1-(1-t/T)^3) (eq. 10); 0 = train.global_iterations [A]"
+        0,
+        ge=0,
+        doc="T of ρ_t = ρ_f(1-(1-t/T)^3) (eq. 10); 0 = train.global_iterations [A]",
+        applies=_PRUNING,
     )
     prune_scope: str = option(
-        "global", choices=PRUNE_SCOPES, doc="rank |w⊙g| over all client weights [P] §II-A3, or per layer [A]"
+        "global",
+        choices=PRUNE_SCOPES,
+        doc="rank |w⊙g| over all client weights [P] §II-A3, or per layer [A]",
+        applies=_PRUNING,
     )
     literal_regrowth: bool = option(
         False,
         doc="apply the mask only in rounds that re-prune (Alg. 1 literally) [A]; false = persistent mask, "
         "pruned weights never regrow (Appendix A) [A]",
+        applies=_PRUNING,
     )
     quant_bits: int = option(8, ge=1, le=32, doc="q: bits of the stochastic gradient quantizer [P]; 32 = off")
     quant_scope: str = option(
         "global",
         choices=("global", "per-tensor"),
         doc="one [g_min, g_max] range over the whole client gradient g ∈ R^M [P], or per tensor [A]",
+        applies={"quant_bits": Below(32)},
     )
     dropout: float = option(0.3, ge=0, lt=1, doc="p: activation dropout rate on the uplink [P] (0 = off)")
     dropout_granularity: str = option(
-        "element", choices=GRANULARITIES, doc="one Bernoulli per activation value [A], or per channel [A]"
+        "element",
+        choices=GRANULARITIES,
+        doc="one Bernoulli per activation value [A], or per channel [A]",
+        applies={"dropout": Above(0.0)},
     )
     mask_overhead: str = option(
         "seed",
@@ -56,6 +70,7 @@ class LightweightFedSLParams:
         le=1,
         doc="χ: share of pruned FLOPs that dense kernels save; client compute = bΦ(1-χs). 0 = unstructured "
         "zeros save nothing on dense kernels [A] spec §2.3",
+        applies=_PRUNING,
     )
     importance_flops_per_param: float = option(
         2.0,
@@ -63,6 +78,7 @@ class LightweightFedSLParams:
         doc="c_imp: FLOPs per client parameter to score |w⊙g|, charged every round while prune_final > 0 "
         "(the policy times a round before the client's check; pruning fires in almost every round) [A] "
         "spec §2.3",
+        applies=_PRUNING,
     )
     update_flops_per_param: float = option(
         2.0, ge=0, doc="c_upd: FLOPs per client parameter of the masked, quantized update [A] spec §2.3"

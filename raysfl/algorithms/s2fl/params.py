@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from raysfl.algorithms.minibatch_sfl.params import MiniBatchSFLParams
-from raysfl.config import option
+from raysfl.config import Above, option
 
 
 @dataclass(frozen=True)
@@ -18,12 +18,18 @@ class S2FLParams(MiniBatchSFLParams):
     groups: int = option(
         2, ge=1, doc="activation groups per iteration, each stepping its own server copy [C]"
     )
-    group_sweeps: int = option(100, ge=0, doc="sweeps of the swap local search that balances the groups [C]")
+    group_sweeps: int = option(
+        100,
+        ge=0,
+        doc="sweeps of the swap local search that balances the groups [C]",
+        applies={"groups": Above(1)},
+    )
     group_momentum: str = option(
         "averaged",
         choices=("averaged", "sequential"),
         doc="server optimizer state across group copies: restored per group and averaged [A], or one "
         "optimizer stepped by the groups in turn, last group's state kept [C]",
+        applies={"groups": Above(1)},
     )
     candidates: tuple[str, ...] = option(
         (), doc="candidate split names; () = the model's splits up to the scenario's split [C: L1, L2]"

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from raysfl.algorithms import ALGORITHMS
-from raysfl.config import ConfigError, build, default_problems, option_meta, unused_options
+from raysfl.config import Above, Below, ConfigError, build, default_problems, option_meta, unused_options
 from raysfl.scenario import unread_options
 from tests.unit.algorithms.test_pinned_metrics import measure_scenario, tiny
 
@@ -32,14 +32,23 @@ def _fields(cls: type) -> dict[str, dataclasses.Field]:
     return {f.name: f for f in dataclasses.fields(cls)}
 
 
-def _values(f: dataclasses.Field) -> tuple[Any, ...]:
-    """The values a controlling option takes: its choices, or both truth values."""
+def _values(cls: type, controller: str) -> tuple[Any, ...]:
+    """Values of a controlling option to try: its choices, both truth values, or the bound of a number
+    condition (``Above(0)``: 0, where the options it guards are unread)."""
+    f = _fields(cls)[controller]
     meta = option_meta(f)
     if meta.choices:
         return meta.choices
     if isinstance(f.default, bool):
         return (True, False)
-    raise AssertionError(f"{f.name} controls an applies condition but has no finite set of values")
+    bounds = {
+        type(f.default)(cond.limit)
+        for g in dataclasses.fields(cls)
+        for name, cond in (option_meta(g).applies or {}).items()
+        if name == controller and isinstance(cond, (Above, Below))
+    }
+    assert bounds, f"{controller} controls an applies condition but has no finite set of values"
+    return tuple(sorted(bounds))
 
 
 def _other_value(f: dataclasses.Field) -> Any:
@@ -59,7 +68,7 @@ def _states(cls: type) -> list[dict[str, Any]]:
     unread in an earlier one (the defaults first)."""
     fields = _fields(cls)
     controllers = sorted({c for f in fields.values() for c in (option_meta(f).applies or {})})
-    candidates = [{}] + [{c: v} for c in controllers for v in _values(fields[c]) if v != fields[c].default]
+    candidates = [{}] + [{c: v} for c in controllers for v in _values(cls, c) if v != fields[c].default]
     states, covered = [], set()
     for state in candidates:
         unread = set(unused_options(cls, state))
@@ -109,7 +118,10 @@ def test_every_methods_conditions_are_well_formed(name):
 
 def test_the_methods_that_declare_conditions():
     """The list the runs below cover (a declaration added elsewhere joins it)."""
-    assert {"fedasync", "fedbuff", "fedsa", "gas", "fedasmu", "fedssmu"} <= set(DECLARING)
+    assert {"fedasync", "fedbuff", "fedsa", "gas", "fedasmu", "fedssmu", "fedprox"} <= set(DECLARING)
+    assert {"lightweight_fedsl", "fedsl", "s2fl", "cse_fsl", "fsl_an", "splitfed_v1", "splitfed_v2"} <= set(
+        DECLARING
+    )
 
 
 @pytest.mark.parametrize("name", DECLARING)
