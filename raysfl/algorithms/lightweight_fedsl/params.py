@@ -58,7 +58,9 @@ class LightweightFedSLParams:
     mask_overhead: str = option(
         "seed",
         choices=("seed", "bitmap"),
-        doc="dropout mask from a seed shared with the server (0 bits) [A], or sent as a 1-bit bitmap [A]",
+        doc="dropout mask from a seed shared with the server (0 bits) [A], or sent as a 1-bit bitmap [A] "
+        "(none without dropout)",
+        applies={"dropout": Above(0.0)},
     )
     agg_interval: int = option(5, ge=1, doc="I: FedAvg the client-side models every I rounds [P] (eq. 14)")
     label_dtype: str = option(
