@@ -35,10 +35,17 @@ class TrainConfig:
         "groups of C accepted arrivals (asynchronous), FedASMU's schedule for every method (§6.1.4) [A]; "
         "1 = constant",
     )
-    momentum: float = option(0.9, ge=0, lt=1, doc="SGD momentum [P] GAS App. E")
+    momentum: float = option(
+        0.9, ge=0, lt=1, doc="SGD momentum [P] GAS App. E", applies={"optimizer": ("sgd",)}
+    )
     weight_decay: float = option(5e-4, ge=0, doc="L2 weight decay [P] GAS App. E")
     clip_grad_norm: float = option(0.0, ge=0, doc="max gradient norm, 0 = off; GAS code clips at 10 [C]")
-    eval_every: int = option(1, ge=1, doc="evaluate every this many global iterations [C] GAS §10.12")
+    eval_every: int = option(
+        1,
+        ge=1,
+        doc="evaluate every this many global iterations [C] GAS §10.12",
+        applies={"eval_every_s": (0.0,)},
+    )
     eval_every_s: float = option(
         0.0,
         ge=0,

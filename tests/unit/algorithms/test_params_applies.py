@@ -151,3 +151,24 @@ def test_a_report_reads_unread_parameters_from_the_runs_algorithm():
     assert "algorithm.params.q_s" not in unread
     plugin = {"algorithm": {"name": "no_such_package.module:SPEC", "params": {"x": 1}}}
     assert unread_options(plugin) == []  # a plug-in not installed here: its parameters are all kept
+
+
+@pytest.mark.parametrize(
+    ("name", "setting", "unread"),
+    [
+        ("gas", {"optimizer": "adam"}, {"momentum": 0.5}),  # Adam has no momentum term here
+        ("fedavg", {"eval_every_s": 5.0}, {"eval_every": 3}),  # the time grid replaces eval_every
+    ],
+)
+def test_an_unread_train_option_changes_no_number(name, setting, unread, tmp_path):
+    """The ``[train]`` options declared with ``applies``, each run both ways (and declared as such)."""
+    from raysfl.algorithms.config import TrainConfig
+
+    assert set(unread) <= set(unused_options(TrainConfig, setting))
+
+    def numbers(values: dict, out: Path) -> dict:
+        scenario = tiny(name)
+        scenario["train"] |= values
+        return measure_scenario(scenario, out)
+
+    assert numbers({**setting, **unread}, tmp_path / "b") == numbers(setting, tmp_path / "a")
