@@ -8,6 +8,7 @@ Commands:
                                                     load, partition and build it as a run does)
     raysfl describe model NAME [--split S]          parameters, FLOPs, activation size of a split model
     raysfl describe devices SCENARIO [key=value]    the device table the scenario draws
+    raysfl describe method NAME...                  = raysfl list algorithms NAME...
     raysfl data check NAME [--data-dir D]           find and verify a dataset
     raysfl run SCENARIO... [key=value ...]          run scenarios (files, directories, globs)
     raysfl compare RUN_DIR... [--target 0.6]        accuracy, time to target, bytes, paper numbers
@@ -138,10 +139,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _list_named_methods(names: Sequence[str]) -> None:
+def _list_named_methods(names: Sequence[str], command: str = "list algorithms") -> None:
     """Each named method (built in, entry point or import path) as ``list algorithms`` shows it, with options.
 
-    A name that names no method raises :class:`UsageError` (one line, naming it) before anything is printed.
+    A name that names no method raises :class:`UsageError` (one line, naming it and ``command``) before
+    anything is printed.
     """
     from raysfl.config import describe_options
     from raysfl.methods import UnknownAlgorithmError, resolve
@@ -152,7 +154,7 @@ def _list_named_methods(names: Sequence[str]) -> None:
             specs.append((name, resolve(name)))
         except UnknownAlgorithmError as err:
             why = "; ".join(p.removeprefix("algorithm.name: ") for p in err.problems)
-            raise UsageError(f"list algorithms: {why}") from None
+            raise UsageError(f"{command}: {why}") from None
     print("algorithms:")
     for name, spec in specs:
         found = "" if name == spec.name else f"; {name}"
@@ -303,6 +305,12 @@ def cmd_describe_model(args: argparse.Namespace) -> int:
     model = build_split_model(cfg, channels, size, classes, seed=0)
     print(f"{args.name} on {dataset} input {channels}×{size}×{size}, {classes} classes")
     print(describe_model(model, profile_split_model(model)))
+    return 0
+
+
+def cmd_describe_method(args: argparse.Namespace) -> int:
+    """Each named method with its source and every option (``raysfl list algorithms NAME...``)."""
+    _list_named_methods(args.names, "describe method")
     return 0
 
 
@@ -726,7 +734,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="look for the dataset here first (implies --data)")
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("describe", help="describe a model or a scenario's devices")
+    p = sub.add_parser("describe", help="describe a model, a scenario's devices or a method")
     dsub = p.add_subparsers(dest="what", required=True, metavar="WHAT")
     m = dsub.add_parser("model", help="parameters, FLOPs and activation size of a split model")
     m.add_argument("name")
@@ -739,6 +747,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("scenario")
     d.add_argument("overrides", nargs="*", default=[], metavar="key=value")
     d.set_defaults(func=cmd_describe_devices)
+    me = dsub.add_parser("method", help="a method's source and options (= list algorithms NAME)")
+    me.add_argument("names", nargs="+", metavar="NAME", help="a built-in or entry-point name, or module:SPEC")
+    me.set_defaults(func=cmd_describe_method)
 
     p = sub.add_parser("run", help="run scenarios and write metrics, events, TensorBoard and a summary")
     p.add_argument(

@@ -46,6 +46,19 @@ def test_list_algorithms_shows_a_method_by_import_path_with_its_options(capsys, 
     )
 
 
+def test_describe_method_is_list_algorithms_of_the_names(capsys):
+    assert main(["describe", "method", "gas"]) == 0
+    described = capsys.readouterr().out
+    assert main(["list", "algorithms", "gas"]) == 0
+    assert described == capsys.readouterr().out
+    assert "la_tau: float = 1.0 (>= 0; read only when logit_adjustment = True)" in described
+    assert main(["describe", "method", "gass"]) == 2
+    assert (
+        "raysfl: describe method: 'gass' is not a known method (did you mean 'gas'?)"
+        in capsys.readouterr().err
+    )
+
+
 @pytest.mark.parametrize(
     "name, needle",
     [
