@@ -819,8 +819,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--paired",
         action="append",
         metavar="METHOD",
-        help="add every method's per-seed differences to METHOD (a label of the method column), or with "
-        "'OTHER vs METHOD' only OTHER's; repeatable",
+        help="add every method's per-seed differences to METHOD (a label of the method column, or an "
+        "algorithm's name when its runs have one label), or with 'OTHER vs METHOD' only OTHER's; repeatable",
     )
     p.add_argument(
         "--metric",

@@ -230,7 +230,8 @@ def write_report(
     non_method = [k for k in varying if not k.startswith("algorithm.")]
     setting_keys, bound_keys = split_varying_keys(groups, non_method)
     method_names = method_labels(groups, bound_keys)
-    pairings = parse_pairings(paired, list(method_names.values()))
+    algorithms = {method_names[id(g)]: str(g.method.get("name", "")) for g in groups}
+    pairings = parse_pairings(paired, list(method_names.values()), algorithms)
     settings: dict[str, list[Group]] = {}
     for g in groups:
         settings.setdefault(label(g.setting, setting_keys) or "all runs", []).append(g)

@@ -17,7 +17,7 @@ pairs only METHOD, so a report over many variants lists the comparisons a claim 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from raysfl.report.runs import Group, mean_std
@@ -68,15 +68,19 @@ def paired_difference(
     )
 
 
-def resolve_method(name: str, labels: Sequence[str]) -> str:
-    """The method label ``name`` stands for: itself, or the one label that reads ``name (...)``.
+def resolve_method(name: str, labels: Sequence[str], algorithms: Mapping[str, str] | None = None) -> str:
+    """The method label ``name`` stands for: itself, the one label ``name (...)``, or algorithm ``name``'s.
 
     A report labels variants by what tells them apart (``fsl_mc (model.aux=)``); the bare name is enough
-    when it picks one label.
+    when it picks one label. A sweep's link labels name methods their own way (``ca2fl_code_aliased``);
+    ``algorithms`` maps each label to its runs' ``algorithm.name``, so ``ca2fl`` picks it when no other
+    label's runs are CA2FL.
 
     Example:
         >>> resolve_method("fsl_mc", ["cse_fsl_h5 (model.aux=mlp)", "fsl_mc (model.aux=)"])
         'fsl_mc (model.aux=)'
+        >>> resolve_method("ca2fl", ["ca2fl_code_aliased", "fedavg"], {"ca2fl_code_aliased": "ca2fl"})
+        'ca2fl_code_aliased'
 
     Raises:
         ValueError: naming ``--paired`` and listing the labels, when ``name`` picks none or several.
@@ -84,6 +88,8 @@ def resolve_method(name: str, labels: Sequence[str]) -> str:
     if name in labels:
         return name
     matches = [lab for lab in dict.fromkeys(labels) if lab.split(" (", 1)[0] == name]
+    if not matches:
+        matches = [lab for lab in dict.fromkeys(labels) if (algorithms or {}).get(lab) == name]
     if len(matches) == 1:
         return matches[0]
     choices = ", ".join(repr(lab) for lab in (matches or dict.fromkeys(labels)))
@@ -102,11 +108,14 @@ class Pairing:
     methods: tuple[str, ...] | None = None
 
 
-def parse_pairings(specs: Sequence[str], labels: Sequence[str]) -> list[Pairing]:
+def parse_pairings(
+    specs: Sequence[str], labels: Sequence[str], algorithms: Mapping[str, str] | None = None
+) -> list[Pairing]:
     """The ``--paired`` values as one :class:`Pairing` per baseline, in the order baselines first appear.
 
-    A value is a method label (or a bare name, :func:`resolve_method`): every other method is paired with
-    it. ``"METHOD vs BASELINE"`` adds METHOD to BASELINE's table; a baseline also given alone keeps all.
+    A value is a method label (or a bare name or an algorithm's name, :func:`resolve_method` with
+    ``algorithms``): every other method is paired with it. ``"METHOD vs BASELINE"`` adds METHOD to
+    BASELINE's table; a baseline also given alone keeps all.
 
     Example:
         >>> labels = ["fedasmu", "fedasmu_da", "fedasmu_fa", "fedasmu_0"]
@@ -123,10 +132,11 @@ def parse_pairings(specs: Sequence[str], labels: Sequence[str]) -> list[Pairing]
     chosen: dict[str, list[str] | None] = {}
     for spec in specs:
         if spec in labels or PAIR_SEPARATOR not in spec:
-            chosen[resolve_method(spec, labels)] = None
+            chosen[resolve_method(spec, labels, algorithms)] = None
             continue
         method_name, _, baseline_name = spec.rpartition(PAIR_SEPARATOR)
-        method, baseline = resolve_method(method_name, labels), resolve_method(baseline_name, labels)
+        method = resolve_method(method_name, labels, algorithms)
+        baseline = resolve_method(baseline_name, labels, algorithms)
         if method == baseline:
             raise ValueError(f"--paired: {spec!r} pairs {method!r} with itself")
         methods = chosen.setdefault(baseline, [])

@@ -851,6 +851,29 @@ def test_a_labelled_data_axis_names_settings_not_methods(tmp_path):
     assert "| data.partition=dirichlet | ca2fl | 2 |" in text
 
 
+def test_paired_takes_an_algorithms_name_for_the_one_label_its_runs_have(tmp_path, capsys):
+    """A sweep labels CA2FL "ca2fl_code_aliased"; ``--paired "ca2fl vs fedavg"`` picks that label."""
+    root = tmp_path / "sweep"
+    trials = {}
+    for label, algorithm, curve in (
+        ("ca2fl_code_aliased", "ca2fl", [(0, 0.0, 0.1), (1, 10.0, 0.6)]),
+        ("fedavg", "fedavg", [(0, 0.0, 0.1), (1, 10.0, 0.5)]),
+    ):
+        for seed in (1, 2):
+            name = f"seed{seed}_{label}"
+            make_run(root, name, _scenario(algorithm, seed), curve)
+            trials[name] = {"labels": {"method": label}, "label_keys": {"method": ["algorithm.name"]}}
+    (root / "sweep.json").write_text(json.dumps({"trials": trials}))
+    out = tmp_path / "rep"
+    assert main(["report", str(root), "--out", str(out), "--paired", "ca2fl vs fedavg"]) == 0
+    text = (out / "report.md").read_text()
+    assert "| ca2fl_code_aliased | +10.00 | +10.00 | +10.00 ± 0.00 (0.00) | 2 / 0 |" in text
+    assert main(["report", str(root), "--out", str(out), "--paired", "fedbuff vs fedavg"]) == 2
+    assert "'fedbuff' is not a method of these runs; choose one of 'ca2fl_code_aliased', 'fedavg'" in (
+        capsys.readouterr().err
+    )
+
+
 def test_sweep_json_records_which_keys_each_labelled_axis_sets(tmp_path):
     from raysfl.sweep.execute import _trial_entries
     from raysfl.sweep.spec import load_sweep
