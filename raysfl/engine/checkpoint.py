@@ -351,11 +351,11 @@ class Checkpointer:
             }
         except SnapshotError as err:
             raise CheckpointError(f"cannot checkpoint this run: {err}") from None
+        scenario_file = self.dir / SCENARIO_FILE
+        if not scenario_file.exists():  # first: a process killed after the first checkpoint can --resume
+            replace_text(scenario_file, dumps_toml(self.scenario_doc))
         path = self.dir / f"ckpt-{tag}.pt"
         save_tree(tree, path)
-        scenario_file = self.dir / SCENARIO_FILE
-        if not scenario_file.exists():
-            replace_text(scenario_file, dumps_toml(self.scenario_doc))
         for old in checkpoint_files(self.dir)[: -self.keep]:
             old.unlink()
         return path

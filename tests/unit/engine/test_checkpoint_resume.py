@@ -270,6 +270,23 @@ def test_an_unreadable_checkpoint_is_reported_without_torchs_advice_to_load_it_u
         assert advice not in err, advice
 
 
+def test_the_scenario_is_stored_before_the_first_checkpoint(tmp_path, monkeypatch):
+    """``checkpoints/scenario.toml`` was written after ``ckpt-*.pt``: a process killed between the two (seen
+    under load) left a checkpoint that ``--resume`` could not use without the scenario file."""
+    from raysfl.engine import checkpoint
+
+    saved = []
+
+    def save_tree(tree, path):
+        saved.append((path.name, (path.parent / checkpoint.SCENARIO_FILE).is_file()))
+        return original(tree, path)
+
+    original = checkpoint.save_tree
+    monkeypatch.setattr(checkpoint, "save_tree", save_tree)
+    runner.run(scenario_from_dict(tiny("fedavg")), tmp_path / "run", backend="local")
+    assert saved and all(stored for _, stored in saved), saved
+
+
 @pytest.mark.slow
 def test_killed_process_resumes_from_the_command_line(tmp_path):
     """SIGKILL a real ``raysfl run`` after its first checkpoint, ``--resume`` it, compare with a clean run."""
