@@ -468,12 +468,14 @@ def run_sweep(
 
     out = out.resolve()
     names = [t.name for t in sweep.trials]
-    if not resume:
+    if resume:  # before Ray starts: a changed sweep file is refused, a finished sweep has nothing to run
+        to_run = resume_plan(sweep, out)
+        if not to_run:
+            _record_all_finished(out)
+            return SweepResult(out, finished=names, failed={}, unfinished=[])
+    else:
         check_out(out, resume, names)
-    to_run = resume_plan(sweep, out) if resume else names  # before Ray starts: refuses a changed sweep
-    if resume and not to_run:
-        _record_all_finished(out)
-        return SweepResult(out, finished=names, failed={}, unfinished=[])
+        to_run = names
     if address is None:  # this machine runs every trial: data it cannot reach fails them all
         check_trials_data([t for t in sweep.trials if t.name in to_run], data_dir)
     ensure_ray(address)

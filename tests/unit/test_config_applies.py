@@ -112,8 +112,8 @@ def _applies(cls: type) -> dict[str, dict]:
     return {f.name: dict(option_meta(f).applies) for f in dataclasses.fields(cls) if option_meta(f).applies}
 
 
-def _other_value(cls: type, name: str):
-    """A valid value of field ``name`` other than its default."""
+def other_value(cls: type, name: str):
+    """A valid value of field ``name`` other than its default (also the method-parameter test's)."""
     f = next(f for f in dataclasses.fields(cls) if f.name == name)
     meta, default = option_meta(f), f.default
     if meta.choices:
@@ -122,6 +122,8 @@ def _other_value(cls: type, name: str):
         return not default
     if isinstance(default, float) and math.isinf(default):
         return 20.0  # a dBm power given instead of the W one
+    if isinstance(default, float) and meta.le is not None and default * 2 + 1 > meta.le:
+        return default / 2  # a bounded rate or clamp (ε ≤ 1, β_max ≤ 1)
     return type(default)(default * 2 + 1)
 
 
@@ -138,7 +140,7 @@ def test_an_unread_data_option_changes_no_partition(name):
     labels = np.repeat(np.arange(10), 60)
     for unmet in _unmet(DataConfig, name):
         base = DataConfig(dataset="fashion-mnist", **unmet)
-        changed = dataclasses.replace(base, **{name: _other_value(DataConfig, name)})
+        changed = dataclasses.replace(base, **{name: other_value(DataConfig, name)})
         a = partition_dataset(labels, base, 20, np.random.default_rng(0))
         b = partition_dataset(labels, changed, 20, np.random.default_rng(0))
         assert [p.tolist() for p in a.indices] == [p.tolist() for p in b.indices], unmet
@@ -157,7 +159,7 @@ def test_an_unread_system_option_changes_no_device_table(section, name):
     cls = type(getattr(SystemConfig(), section))
     for unmet in _unmet(cls, name):
         base = _system(section, **unmet)
-        changed = _system(section, **unmet, **{name: _other_value(cls, name)})
+        changed = _system(section, **unmet, **{name: other_value(cls, name)})
         a = draw_devices(base, 12, np.random.default_rng(3))
         b = draw_devices(changed, 12, np.random.default_rng(3))
         for column in ("flops_per_s", "uplink_bps", "downlink_bps", "distance_m"):
@@ -182,7 +184,7 @@ def _built(cfg: ModelConfig) -> str:
 def test_an_unread_model_option_changes_no_layer(name):
     for unmet in _unmet(ModelConfig, name):
         base = ModelConfig(**unmet)
-        changed = dataclasses.replace(base, **{name: _other_value(ModelConfig, name)})
+        changed = dataclasses.replace(base, **{name: other_value(ModelConfig, name)})
         assert _built(base) == _built(changed), unmet
 
 

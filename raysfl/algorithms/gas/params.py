@@ -6,6 +6,9 @@ from dataclasses import dataclass
 
 from raysfl.config import option
 
+_GENERATING = {"generate": (True,)}
+"""The statistics, sampling and weighting options are read only when activations are generated."""
+
 
 @dataclass(frozen=True)
 class GASParams:
@@ -31,14 +34,14 @@ class GASParams:
         "linear",
         choices=("linear", "polynomial", "exponential"),
         doc="s(n): linear a·n [P], polynomial a·n^b, exponential a·e^(b·n) (GAS §5)",
-        applies={"generate": (True,)},
+        applies=_GENERATING,
     )
-    weight_a: float = option(1.0, gt=0, doc="a of s(n)", applies={"generate": (True,)})
+    weight_a: float = option(1.0, gt=0, doc="a of s(n)", applies=_GENERATING)
     weight_b: float = option(
         1.0,
         ge=0,
         doc="b of s(n) (polynomial exponent / exponential rate); ≥ 0, as GAS §5 asks s to increase",
-        applies={"generate": (True,), "weighting": ("polynomial", "exponential")},
+        applies={**_GENERATING, "weighting": ("polynomial", "exponential")},
     )
     progress: str = option(
         "paper",
@@ -46,26 +49,26 @@ class GASParams:
         doc="n(A): paper = tE+e [P], t the model version the client trains [A], e its local iteration; "
         "code = per-client counters starting at the count at selection, the count growing by the server "
         "updates so far at each aggregation (§10.6) [C]",
-        applies={"generate": (True,)},
+        applies=_GENERATING,
     )
     stats_update: str = option(
         "per-activation",
         choices=("per-activation", "per-flush"),
         doc="eqs. (11)-(12) per received activation [P], or batched per buffer flush [C]",
-        applies={"generate": (True,)},
+        applies=_GENERATING,
     )
     covariance: str = option(
         "full",
         choices=("full", "diagonal"),
         doc="per-label covariance Σ_y [C: full]",
-        applies={"generate": (True,)},
+        applies=_GENERATING,
     )
     ridge: float = option(
         1e-5,
         ge=0,
         doc="ridge·I on Σ_y: added when sampling (per-activation), or at each merge after a label's first "
         "batch (per-flush, the code's 1e-5) [C]",
-        applies={"generate": (True,)},
+        applies=_GENERATING,
     )
     sampler: str = option(
         "cholesky",
@@ -73,27 +76,27 @@ class GASParams:
         doc="how Â ~ N(μ_y, Σ_y + ridge·I) is drawn (full covariance): cholesky = a factor of Σ_y at every "
         "change, as the code [C]; low-rank = the same Gaussian from the merged rows of eq. (12) plus a "
         "factor refreshed every low_rank_rows rows, other random numbers (raysfl.algorithms.gas.lowrank) [A]",
-        applies={"generate": (True,)},
+        applies=_GENERATING,
     )
     low_rank_rows: int = option(
         0,
         ge=0,
         doc="rows of eq. (12) a label keeps before the low-rank sampler refactorises; 0 = d",
-        applies={"generate": (True,), "sampler": ("low-rank",)},
+        applies={**_GENERATING, "sampler": ("low-rank",)},
     )
     generation: str = option(
         "equal",
         choices=("equal", "top-up"),
         doc="equal = every label gets the same count in A_concat ([P] aim; [A] reading: up to the most "
         "frequent label's count); top-up = each label to ≥ B [C]",
-        applies={"generate": (True,)},
+        applies=_GENERATING,
     )
     generation_gate: str = option(
         "any-label",
         choices=("any-label", "all-labels"),
         doc="generate for every label with statistics [A], or nothing until all M labels have statistics "
         "(GAS_main.py all_labels_have_stats) [C]",
-        applies={"generate": (True,)},
+        applies=_GENERATING,
     )
     logit_adjustment: bool = option(True, doc="eq. (6): loss for G_k on logits + log P_k(y) [P]")
     la_tau: float = option(

@@ -138,8 +138,7 @@ class FedSLClient:
         mask = dropout_mask(self.seed, state.client, round_index, acts.shape, p, self.p.dropout_granularity)
         state.pending_mask, state.pending_round = mask, round_index
         values = drop(acts, mask, p).contiguous()
-        sent = self.p.mask_overhead == "bitmap" and p > 0  # nothing dropped: no mask to send
-        bitmap = torch.from_numpy(np.packbits(mask.reshape(-1))) if sent else None
+        bitmap = torch.from_numpy(np.packbits(mask.reshape(-1))) if self.p.sends_bitmap else None
         return values, y, bitmap
 
     def backward(

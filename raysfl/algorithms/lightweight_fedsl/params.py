@@ -92,6 +92,11 @@ class LightweightFedSLParams:
         "batch (identical without BatchNorm) [A]",
     )
 
+    @property
+    def sends_bitmap(self) -> bool:
+        """Whether a client's upload carries its dropout mask as a bitmap: only when something is dropped."""
+        return self.mask_overhead == "bitmap" and self.dropout > 0
+
 
 @dataclass(frozen=True)
 class TraditionalFedSLParams(LightweightFedSLParams):

@@ -213,7 +213,7 @@ class FedSLPolicy:
             m.b,
             m.b * self.act_numel,
             self.label_bytes,
-            bitmap=self.p.mask_overhead == "bitmap" and self.p.dropout > 0,
+            bitmap=self.p.sends_bitmap,
             model_bytes=self.costs.model_bytes,
             aggregate=aggregate,
         )

@@ -19,6 +19,7 @@ from raysfl.algorithms import ALGORITHMS
 from raysfl.config import Above, Below, ConfigError, build, default_problems, option_meta, unused_options
 from raysfl.scenario import unread_options
 from tests.unit.algorithms.test_pinned_metrics import measure_scenario, tiny
+from tests.unit.test_config_applies import other_value
 
 DECLARING = sorted(
     name
@@ -50,18 +51,6 @@ def _values(cls: type, controller: str) -> tuple[Any, ...]:
     return tuple(sorted(bounds))
 
 
-def _other_value(f: dataclasses.Field) -> Any:
-    """A valid value of ``f`` other than its default."""
-    meta, default = option_meta(f), f.default
-    if meta.choices:
-        return next(c for c in meta.choices if c != default)
-    if isinstance(default, bool):
-        return not default
-    if isinstance(default, float) and meta.le is not None and default * 2 + 1 > meta.le:
-        return default / 2  # a bounded rate or clamp (ε ≤ 1, β_max ≤ 1)
-    return type(default)(default * 2 + 1)
-
-
 def _states(cls: type) -> list[dict[str, Any]]:
     """Settings of the controlling options that leave parameters unread, each adding a parameter not
     unread in an earlier one (the defaults first)."""
@@ -80,12 +69,12 @@ def _states(cls: type) -> list[dict[str, Any]]:
 def _changes(cls: type, state: dict[str, Any]) -> list[dict[str, Any]]:
     """The unread parameters of ``state`` set to other values, in as few valid sets as they allow (GAS
     refuses a low-rank sampler of diagonal covariances, both unread without generation)."""
-    fields, left, sets = _fields(cls), unused_options(cls, state), []
+    left, sets = unused_options(cls, state), []
     while left:
         current: dict[str, Any] = {}
         rest = []
         for name in left:
-            trial = {**current, name: _other_value(fields[name])}
+            trial = {**current, name: other_value(cls, name)}
             try:
                 build(cls, {**state, **trial})
             except ConfigError:
