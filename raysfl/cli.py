@@ -550,7 +550,7 @@ def _check_target(target: float | None) -> None:
 def cmd_compare(args: argparse.Namespace) -> int:
     """Print a markdown table comparing finished runs."""
     from raysfl.compare import RunDirError, compare_table, load_run
-    from raysfl.report.runs import ordered_children, sweep_trials, unfinished_trials, why_not_finished
+    from raysfl.report.runs import finished_run_dirs
     from raysfl.run_files import printable
 
     dirs: list[Path] = []
@@ -559,20 +559,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if (p / "summary.json").is_file():
             dirs.append(p)
         elif p.is_dir():
-            trials = sweep_trials(p)
-            children = ordered_children(p, trials)  # a sweep's trials in its file's order, as in report
-            found = [d for d in children if (d / "summary.json").is_file()]
-            for d in (d for d in children if (d / "config.toml").is_file() and d not in found):
-                why = why_not_finished(d, trials.get(d.name)) or "unfinished"
-                print(printable(f"compare: left out {d}: {why}"), file=sys.stderr)
-            for d, why in unfinished_trials(p, children, trials):
+            # the runs at any depth below, a sweep's trials in its file's order, as `raysfl report` finds them
+            found, left_out = finished_run_dirs(p, interrupted_counts=True)
+            for d, why in left_out:
                 print(printable(f"compare: left out {d}: {why}"), file=sys.stderr)
             if not found:
                 raise UsageError(
-                    f"{item}: not a finished run directory (no summary.json), nor a folder of finished runs "
-                    "(`raysfl report` also looks in folders below it)"
+                    f"{item}: not a finished run directory (no summary.json), nor a folder with finished "
+                    "runs at any depth"
                 )
-            dirs += found
+            dirs += [d for d, _ in found]
         else:
             raise UsageError(f"{item}: not a run directory")
     seen: set[Path] = set()

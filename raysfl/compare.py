@@ -160,6 +160,25 @@ def _mb(n: int) -> str:
     return f"{n / 2**20:.1f}"
 
 
+def distinct_names(paths: list[Path]) -> list[str]:
+    """Each path's last parts, as few as tell it from every other path.
+
+    ``seed1_gas`` alone, but ``s2/seed1_gas`` beside ``alpha01/seed1_gas`` (one trial of two sweeps).
+    """
+
+    def tail(path: Path, depth: int) -> tuple[str, ...]:
+        return path.parts[-depth:]
+
+    names = []
+    for i, path in enumerate(paths):
+        others = [q for j, q in enumerate(paths) if j != i]
+        depth = 1
+        while depth < len(path.parts) and any(tail(q, depth) == tail(path, depth) for q in others):
+            depth += 1
+        names.append("/".join(tail(path, depth)))
+    return names
+
+
 def compare_table(runs: list[RunRecord], target: float | None = None) -> str:
     """A markdown table of the runs.
 
@@ -172,7 +191,7 @@ def compare_table(runs: list[RunRecord], target: float | None = None) -> str:
     head += ["MiB up", "MiB down"]
     ours = runs[0] if runs else None
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in runs:
+    for r, name in zip(runs, distinct_names([r.path for r in runs]), strict=True):
         ref = r.reference.get("accuracy")
         paper = (
             "-"
@@ -180,7 +199,7 @@ def compare_table(runs: list[RunRecord], target: float | None = None) -> str:
             else f"{ref:.2f}" + (f" ± {r.reference['std']:.2f}" if "std" in r.reference else "")
         )
         row = [
-            r.path.name + (" (interrupted)" if r.interrupted else ""),
+            name + (" (interrupted)" if r.interrupted else ""),
             r.algorithm,
             r.dataset,
             _pct(r.final_accuracy),

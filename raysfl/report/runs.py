@@ -328,24 +328,56 @@ def _failure(trial: dict[str, Any]) -> str:
     return f"failed: {error_head(str(trial.get('error', '')))}".rstrip(": ")
 
 
-def why_not_finished(run_dir: Path, trial: dict[str, Any] | None) -> str | None:
+def why_not_finished(
+    run_dir: Path, trial: dict[str, Any] | None, *, interrupted_counts: bool = False
+) -> str | None:
     """Why ``run_dir`` is not a finished run (``None`` when it is one).
 
-    The folder decides: a trial that ``sweep.json`` records as failed and that was finished since (``raysfl
-    run --resume`` of its folder) counts; a failed trial's recorded error is the reason when it did not.
+    With ``interrupted_counts``, a run stopped on Ctrl-C after writing its summary is one. The folder
+    decides: a trial that ``sweep.json`` records as failed and that was finished since (``raysfl run
+    --resume`` of its folder) counts; a failed trial's recorded error is the reason when it did not.
     """
     failed = _failure(trial) if trial is not None and trial.get("status") == "failed" else None
     summary = run_dir / "summary.json"
     if not summary.is_file():
         return failed or "unfinished (no summary.json)"
     try:
-        if read_summary(run_dir).get("interrupted"):
+        if read_summary(run_dir).get("interrupted") and not interrupted_counts:
             return failed or "interrupted"
     except RunDirError as err:
         return str(err)
     if not (run_dir / "metrics.parquet").is_file():
         return failed or "no metrics.parquet"
     return None
+
+
+def finished_run_dirs(
+    root: Path, *, interrupted_counts: bool = False
+) -> tuple[list[tuple[Path, dict[str, Any] | None]], list[tuple[Path, str]]]:
+    """The finished runs at or below ``root``, and every run left out with why.
+
+    Each finished run directory comes with its sweep trial (``None`` outside a sweep); the others
+    (unfinished, interrupted, failed) with the reason. ``interrupted_counts``: a run stopped on Ctrl-C
+    counts as finished (``compare`` lists it, marked). Every sweep folder walked, at any depth, also names
+    the trials that failed or never ran before writing anything. Shared by ``raysfl report`` and ``raysfl
+    compare``, so both find the same runs.
+    """
+    finished: list[tuple[Path, dict[str, Any] | None]] = []
+    skipped: list[tuple[Path, str]] = []
+    seen: set[Path] = set()
+    sweeps: dict[Path, dict[str, dict[str, Any]]] = {}  # the folders walked, each sweep.json read once
+    for run_dir in _candidates(root, sweeps):
+        seen.add(run_dir)
+        parent = sweeps.get(run_dir.parent)
+        trial = (sweep_trials(run_dir.parent) if parent is None else parent).get(run_dir.name)
+        reason = why_not_finished(run_dir, trial, interrupted_counts=interrupted_counts)
+        if reason is None:
+            finished.append((run_dir, trial))
+        else:
+            skipped.append((run_dir, reason))
+    for folder, trials in sweeps.items():
+        skipped += unfinished_trials(folder, seen, trials)
+    return finished, skipped
 
 
 def find_runs(paths: Sequence[str | Path]) -> tuple[list[Run], list[tuple[Path, str]]]:
@@ -362,27 +394,18 @@ def find_runs(paths: Sequence[str | Path]) -> tuple[list[Run], list[tuple[Path, 
         root = Path(item)
         if not root.is_dir():
             raise FileNotFoundError(f"{root}: no such directory")
-        seen: set[Path] = set()
-        sweeps: dict[Path, dict[str, dict[str, Any]]] = {}  # each sweep.json read once
-        for run_dir in _candidates(root, sweeps):
-            seen.add(run_dir)
-            if run_dir.parent not in sweeps:
-                sweeps[run_dir.parent] = sweep_trials(run_dir.parent)
-            trial = sweeps[run_dir.parent].get(run_dir.name)
-            reason = why_not_finished(run_dir, trial)
-            if reason is None:
-                try:
-                    run = _read_run(run_dir)
-                except RunDirError as err:
-                    skipped.append((run_dir, str(err)))
-                    continue
-                labels = method_axis_labels(trial or {})
-                if labels:
-                    run.info["labels"] = labels  # the sweep's names for this trial's method
-                runs.append(run)
-            else:
-                skipped.append((run_dir, reason))
-        skipped += unfinished_trials(root, seen, sweeps.get(root))
+        finished, left_out = finished_run_dirs(root)
+        for run_dir, trial in finished:
+            try:
+                run = _read_run(run_dir)
+            except RunDirError as err:
+                skipped.append((run_dir, str(err)))
+                continue
+            labels = method_axis_labels(trial or {})
+            if labels:
+                run.info["labels"] = labels  # the sweep's names for this trial's method
+            runs.append(run)
+        skipped += left_out
     return runs, skipped
 
 

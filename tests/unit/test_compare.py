@@ -85,7 +85,7 @@ def test_time_to_accuracy_and_bad_inputs(tmp_path, capsys):
     assert time_to_accuracy([(0.0, 0.1), (5.0, 0.5)], 0.5) == 5.0
     assert main(["compare", str(tmp_path)]) == 2
     assert (
-        "not a finished run directory (no summary.json), nor a folder of finished runs"
+        "not a finished run directory (no summary.json), nor a folder with finished runs at any depth"
         in capsys.readouterr().err
     )
     assert main(["run", str(tmp_path / "nope*.toml")]) == 2
@@ -127,6 +127,14 @@ def _record(name, curve):
         curve,
         {},
     )
+
+
+def test_rows_are_named_by_as_few_trailing_folders_as_tell_them_apart():
+    from raysfl.compare import distinct_names
+
+    paths = [Path("out/s2/seed1_gas"), Path("out/a01/seed1_gas"), Path("out/a01/seed1_fedavg"), Path("x")]
+    assert distinct_names(paths) == ["s2/seed1_gas", "a01/seed1_gas", "seed1_fedavg", "x"]
+    assert distinct_names([Path("a/run"), Path("/b/a/run")]) == ["a/run", "b/a/run"]
 
 
 def test_compare_table_gains_of_the_first_run():
@@ -208,7 +216,7 @@ def test_damaged_runs_and_folders_without_runs_are_named(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["compare", str(run), str(tmp_path / "empty")]) == 2
     assert (
-        f"{tmp_path / 'empty'}: not a finished run directory (no summary.json), nor a folder of finished runs"
+        f"{tmp_path / 'empty'}: not a finished run directory (no summary.json), nor a folder with finished"
         in capsys.readouterr().err
     )
 
@@ -294,4 +302,38 @@ def test_a_run_given_twice_is_compared_once_and_a_sweep_without_finished_runs_na
     assert main(["compare", str(failed)]) == 2
     err = capsys.readouterr().err
     assert f"compare: left out {failed / 'seed1_gas'}: failed: DataNotFoundError: no readable copy" in err
-    assert "nor a folder of finished runs (`raysfl report` also looks in folders below it)" in err
+    assert "nor a folder with finished runs at any depth" in err
+
+
+def test_compare_finds_runs_at_any_depth_as_report_does(tmp_path, capsys):
+    """A folder of sweeps (one sweep per setting, say) is compared whole: compare once looked one level down
+    only and refused it. Trials that failed in a nested sweep are named; an interrupted run is marked."""
+    import json
+
+    from tests.unit.sweep.test_report import _scenario, make_run
+
+    root = tmp_path / "study"
+    for setting, acc in (("s2", 0.7), ("alpha01", 0.6)):
+        run = make_run(root / setting, "seed1_gas", _scenario("gas", 1), [(0, 0.0, 0.1), (1, 10.0, acc)])
+        summary = json.loads((run / "summary.json").read_text())
+        summary.update(scenario=setting, algorithm="gas", dataset="fashion-mnist", emulated_s=10.0)
+        (run / "summary.json").write_text(json.dumps(summary))
+        trials = {"seed1_gas": {"status": "finished"}, "seed1_fedbuff": {"status": "failed", "error": "E: x"}}
+        (root / setting / "sweep.json").write_text(json.dumps({"trials": trials}))
+    stopped = make_run(root / "extra", "gas_stopped", _scenario("gas", 2), [(0, 0.0, 0.1)])
+    summary = json.loads((stopped / "summary.json").read_text())
+    summary.update(scenario="gas", algorithm="gas", dataset="fashion-mnist", emulated_s=0.0, interrupted=True)
+    (stopped / "summary.json").write_text(json.dumps(summary))
+
+    assert main(["compare", str(root)]) == 0
+    captured = capsys.readouterr()
+    rows = [line.split(" | ")[0] for line in captured.out.splitlines()[2:]]
+    # folders by name; the trial's name twice, told apart by its sweep's folder
+    assert rows == ["| alpha01/seed1_gas", "| gas_stopped (interrupted)", "| s2/seed1_gas"]
+    for setting in ("s2", "alpha01"):
+        assert f"compare: left out {root / setting / 'seed1_fedbuff'}: failed: E: x" in captured.err
+
+    assert main(["report", str(root), "--out", str(tmp_path / "report")]) == 0
+    err = capsys.readouterr().err
+    for setting in ("s2", "alpha01"):  # report, too, names a nested sweep's failed trials
+        assert f"{root / setting / 'seed1_fedbuff'}" in err, err
