@@ -173,7 +173,11 @@ def test_a_run_that_loses_a_node_restarts_on_the_others_and_ends_as_if_undisturb
 
     if ray.is_initialized():
         ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
+    # The cluster notices a lost node only by missed health checks: Ray's defaults (every 3 s, 5 misses,
+    # after 5 s) take 20 s or more; every 1 s, 3 misses, after 1 s take 3-4 s here, with the same events.
+    checks = {"health_check_initial_delay_ms": 1000, "health_check_period_ms": 1000}
+    checks |= {"health_check_timeout_ms": 2000, "health_check_failure_threshold": 3}
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "_system_config": checks})
     worker = cluster.add_node(num_cpus=2, num_gpus=1 if "GPU" in lost else 0)
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)

@@ -108,9 +108,8 @@ def test_trial_cpus_runs_trials_side_by_side(swept):
 
 
 def test_each_trial_is_exactly_the_run_of_its_scenario(ray_session, sweep_file, swept, tmp_path, capsys):
-    for trial, (method, seed) in zip(
-        TRIALS, [("gas", 1), ("gas", 2), ("fedavg", 1), ("fedavg", 2)], strict=True
-    ):
+    # one trial of each method, of different seeds (every trial costs a plain run of seconds here)
+    for trial, (method, seed) in (("gas_seed1", ("gas", 1)), ("fedavg_seed2", ("fedavg", 2))):
         params = "algorithm.params={q_s=4,q_c=4}" if method == "gas" else "algorithm.params={}"
         out = tmp_path / trial
         argv = [
