@@ -221,6 +221,16 @@ def test_damaged_runs_and_folders_without_runs_are_named(tmp_path, capsys):
     )
 
 
+def _summarise(run: Path, scenario: str, algorithm: str | None = None, **fields) -> Path:
+    """``run`` (from ``make_run``) with the summary fields compare reads beyond ``make_run``'s."""
+    summary = json.loads((run / "summary.json").read_text())
+    summary.update(
+        scenario=scenario, algorithm=algorithm or scenario, dataset="fashion-mnist", emulated_s=10.0
+    )
+    (run / "summary.json").write_text(json.dumps({**summary, **fields}))
+    return run
+
+
 def test_compare_lists_a_sweeps_trials_in_its_files_order(tmp_path, capsys):
     """The first row is the run the gain columns measure against: a sweep folder gives its trials in the
     sweep file's order (as `raysfl report` does), not by name, and names the trials that failed."""
@@ -230,10 +240,8 @@ def test_compare_lists_a_sweeps_trials_in_its_files_order(tmp_path, capsys):
 
     root = tmp_path / "sweep"
     for name, acc in (("gas", 0.7), ("fedasync", 0.5)):
-        out = make_run(root, f"seed1_{name}", _scenario(name, 1), [(0, 0.0, 0.1), (1, 10.0, acc)])
-        summary = json.loads((out / "summary.json").read_text())
-        summary.update(scenario=name, algorithm=name, dataset="fashion-mnist", emulated_s=10.0)
-        (out / "summary.json").write_text(json.dumps(summary))
+        curve = [(0, 0.0, 0.1), (1, 10.0, acc)]
+        _summarise(make_run(root, f"seed1_{name}", _scenario(name, 1), curve), name)
     failed_midway = make_run(root, "seed1_fedsa", _scenario("fedsa", 1), [(0, 0.0, 0.1)])
     (failed_midway / "summary.json").unlink()  # it failed after writing its config and first evaluation
     trials = {
@@ -261,9 +269,7 @@ def test_escape_sequences_in_a_received_folder_reach_the_terminal_as_text(tmp_pa
     hostile = "\x1b]0;PWNED\x07\x1b[2J"
     root = tmp_path / "sweep"
     run = make_run(root, "seed1_gas", _scenario("gas", 1), [(0, 0.0, 0.1), (1, 10.0, 0.7)])
-    summary = json.loads((run / "summary.json").read_text())
-    summary.update(scenario="gas", algorithm=f"gas{hostile}", dataset="fashion-mnist", emulated_s=10.0)
-    (run / "summary.json").write_text(json.dumps(summary))
+    _summarise(run, "gas", f"gas{hostile}")
     trials = {"seed1_gas": {"status": "finished"}, "seed1_fedbuff": {"status": "failed", "error": hostile}}
     (root / "sweep.json").write_text(json.dumps({"trials": trials}))
 
@@ -287,10 +293,7 @@ def test_a_run_given_twice_is_compared_once_and_a_sweep_without_finished_runs_na
     from tests.unit.sweep.test_report import _scenario, make_run
 
     root = tmp_path / "sweep"
-    run = make_run(root, "seed1_gas", _scenario("gas", 1), [(0, 0.0, 0.1), (1, 10.0, 0.7)])
-    summary = json.loads((run / "summary.json").read_text())
-    summary.update(scenario="gas", algorithm="gas", dataset="fashion-mnist", emulated_s=10.0)
-    (run / "summary.json").write_text(json.dumps(summary))
+    run = _summarise(make_run(root, "seed1_gas", _scenario("gas", 1), [(0, 0.0, 0.1), (1, 10.0, 0.7)]), "gas")
     assert main(["compare", str(run), str(root / ".." / "sweep" / "seed1_gas")]) == 0
     captured = capsys.readouterr()
     assert captured.out.count("\n| seed1_gas") == 1
@@ -314,16 +317,13 @@ def test_compare_finds_runs_at_any_depth_as_report_does(tmp_path, capsys):
 
     root = tmp_path / "study"
     for setting, acc in (("s2", 0.7), ("alpha01", 0.6)):
-        run = make_run(root / setting, "seed1_gas", _scenario("gas", 1), [(0, 0.0, 0.1), (1, 10.0, acc)])
-        summary = json.loads((run / "summary.json").read_text())
-        summary.update(scenario=setting, algorithm="gas", dataset="fashion-mnist", emulated_s=10.0)
-        (run / "summary.json").write_text(json.dumps(summary))
+        curve = [(0, 0.0, 0.1), (1, 10.0, acc)]
+        _summarise(make_run(root / setting, "seed1_gas", _scenario("gas", 1), curve), setting, "gas")
         trials = {"seed1_gas": {"status": "finished"}, "seed1_fedbuff": {"status": "failed", "error": "E: x"}}
         (root / setting / "sweep.json").write_text(json.dumps({"trials": trials}))
-    stopped = make_run(root / "extra", "gas_stopped", _scenario("gas", 2), [(0, 0.0, 0.1)])
-    summary = json.loads((stopped / "summary.json").read_text())
-    summary.update(scenario="gas", algorithm="gas", dataset="fashion-mnist", emulated_s=0.0, interrupted=True)
-    (stopped / "summary.json").write_text(json.dumps(summary))
+    _summarise(
+        make_run(root / "extra", "gas_stopped", _scenario("gas", 2), [(0, 0.0, 0.1)]), "gas", interrupted=True
+    )
 
     assert main(["compare", str(root)]) == 0
     captured = capsys.readouterr()
