@@ -11,6 +11,15 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
+def data_root() -> Path:
+    """Where tests that need a real dataset look for it: ``$RAYSFL_DATA`` if set, else ``../shared/data``.
+
+    Each such test skips, naming the path, when its dataset is not there.
+    """
+    env = os.environ.get("RAYSFL_DATA")
+    return Path(env).resolve() if env else SHARED_DATA.resolve()
+
+
 def shared_data_dir() -> Path | None:
     """The development copy of the datasets (``../shared/data``) or ``$RAYSFL_DATA``, if present."""
     env = os.environ.get("RAYSFL_DATA")

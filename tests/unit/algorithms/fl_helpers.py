@@ -1,7 +1,6 @@
 """Shared pieces of the algorithm tests: a 2-parameter model server, a tiny engine run, a resume check."""
 
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -13,8 +12,9 @@ from raysfl.algorithms.base import RunSetup
 from raysfl.engine import runner
 from raysfl.models.split import SplitModel
 from raysfl.scenario import scenario_from_dict
+from tests.conftest import data_root
 
-DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
+DATA = data_root()
 KEY = "client.weight"
 
 

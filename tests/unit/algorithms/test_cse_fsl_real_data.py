@@ -15,9 +15,10 @@ import pytest
 
 from raysfl.engine import runner
 from raysfl.scenario import load_scenario
+from tests.conftest import data_root
 
 ROOT = Path(__file__).resolve().parents[3]
-SHARED_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
+SHARED_DATA = data_root()
 QUICK = [
     "federation.num_clients=50",
     "federation.active_clients=5",

@@ -1,7 +1,6 @@
 """MiniBatch-SFL (specs/gas.md §10.2, §10.10): server step, barrier timing, batch rule, runs (no Ray)."""
 
 import copy
-from pathlib import Path
 
 import fl_helpers
 import pytest
@@ -16,8 +15,9 @@ from raysfl.engine import runner
 from raysfl.models.config import ModelConfig
 from raysfl.models.zoo import build_split_model
 from raysfl.scenario import scenario_from_dict
+from tests.conftest import data_root
 
-DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
+DATA = data_root()
 
 BASE = {
     "name": "tiny-mbsfl",

@@ -2,7 +2,6 @@
 layer-wise aggregation, reductions to MiniBatch-SFL, runs (no Ray)."""
 
 import copy
-from pathlib import Path
 
 import fl_helpers
 import numpy as np
@@ -21,8 +20,9 @@ from raysfl.engine import runner
 from raysfl.models.config import ModelConfig
 from raysfl.models.zoo import build_split_model
 from raysfl.scenario import scenario_from_dict
+from tests.conftest import data_root
 
-DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
+DATA = data_root()
 
 BASE = {
     "name": "tiny-s2fl",

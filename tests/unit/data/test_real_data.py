@@ -1,4 +1,5 @@
-"""The real datasets in ``shared/data`` (next to the repository), when present: counts and channel means.
+"""The real datasets in ``$RAYSFL_DATA`` or ``shared/data`` (next to the repository), when present: counts
+and channel means.
 
 CIFAR-10 is decoded from 60000 JPEGs on first use (about 20 s on 2 cores), then read from the user's
 data cache (``$RAYSFL_CACHE`` or ``~/.cache/raysfl``) in well under a second.
@@ -13,8 +14,9 @@ import numpy as np
 import pytest
 
 from raysfl.data import DataConfig, load_dataset, make_transform, partition_dataset, to_batch
+from tests.conftest import data_root
 
-SHARED_DATA = (Path(__file__).resolve().parents[3] / ".." / "shared" / "data").resolve()
+SHARED_DATA = data_root()
 USER_CACHE = os.environ.get("RAYSFL_CACHE")
 
 
@@ -30,7 +32,9 @@ def user_cache(monkeypatch: pytest.MonkeyPatch) -> None:
 def _need(relative: str) -> Path:
     path = SHARED_DATA / relative
     if not path.exists():
-        pytest.skip(f"real data not available: {path} is absent (shared/data lives next to the repository)")
+        pytest.skip(
+            f"real data not available: {path} is absent (set RAYSFL_DATA, or shared/data beside the repo)"
+        )
     return path
 
 
