@@ -21,9 +21,8 @@ def data_root() -> Path:
 
 
 def shared_data_dir() -> Path | None:
-    """The development copy of the datasets (``../shared/data``) or ``$RAYSFL_DATA``, if present."""
-    env = os.environ.get("RAYSFL_DATA")
-    for cand in ([Path(env)] if env else []) + [SHARED_DATA]:
+    """The folder holding Fashion-MNIST: :func:`data_root`, else ``../shared/data``; None if neither does."""
+    for cand in dict.fromkeys((data_root(), SHARED_DATA.resolve())):
         if (cand / "fashion-mnist").is_dir():
             return cand
     return None
