@@ -7,6 +7,8 @@ carry. For each method of a setting and the ``--paired`` baseline of that settin
     per seed          (method − baseline) × 100, in accuracy points: final evaluation, and with
                       ``--last K`` the mean over each run's last K evaluations (``Run.end``)
     mean ± std (SE)   over those seeds; SE = std / √n, the standard error of the mean difference
+    95 % interval     mean ± t(0.975, n − 1) · SE, Student's t with n − 1 degrees of freedom: with the few
+                      seeds a reproduction affords it is much wider than ± 2 · SE (t = 3.18 for n = 4)
     ahead / behind    how many seeds have the method above / below the baseline (ties count in neither)
 
 ``--paired BASELINE`` pairs every other method of a setting with BASELINE; ``--paired "METHOD vs BASELINE"``
@@ -21,6 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from raysfl.report.runs import Group, mean_std
+from raysfl.report.student_t import mean_interval
+
+CONFIDENCE = 0.95  # the level of the paired tables' interval column
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,15 @@ class PairedDifference:
     def standard_error(self) -> float | None:
         """The standard error of the mean difference, std / √n (``None`` with fewer than two seeds)."""
         return None if self.std is None else self.std / math.sqrt(len(self.differences))
+
+    def interval(self, level: float = CONFIDENCE) -> tuple[float, float] | None:
+        """The two-sided ``level`` confidence interval of the mean difference; ``None`` below two seeds.
+
+        mean ± t · SE with n − 1 degrees of freedom (:func:`raysfl.report.student_t.mean_interval`).
+        """
+        if self.mean is None or self.standard_error is None:
+            return None
+        return mean_interval(self.mean, self.standard_error, len(self.differences), level)
 
     @property
     def ahead(self) -> int:
@@ -54,7 +68,8 @@ def paired_difference(
     """``method`` − ``baseline`` in accuracy points, seed by seed, on the seeds both groups ran.
 
     Example: seeds 1, 2 with finals 0.62 / 0.50 against 0.60 / 0.55 give differences +2.0 and −5.0
-    points, mean −1.5, one seed ahead and one behind.
+    points, mean −1.5, one seed ahead and one behind; std 4.95, standard error 3.5, and a 95 % interval of
+    −1.5 ± 12.706 · 3.5 (one degree of freedom).
     """
     base = {r.seed: r.end(metric, last) for r in baseline.runs}
     pairs = []
@@ -158,6 +173,11 @@ def _summary(diff: PairedDifference) -> str:
     return text
 
 
+def _interval(diff: PairedDifference) -> str:
+    bounds = diff.interval()
+    return "-" if bounds is None else f"[{_signed(bounds[0])}, {_signed(bounds[1])}]"
+
+
 def paired_table(
     members: Sequence[Group],
     names: Sequence[str],
@@ -188,14 +208,16 @@ def paired_table(
         lines += [
             f"Paired with `{baseline}`, {what} (points, method − {baseline}, on the seeds both ran):",
             "",
-            "| method | " + " | ".join(f"seed {s}" for s in seeds) + " | mean ± std (SE) | ahead / behind |",
-            "|---|" + "---|" * (len(seeds) + 2),
+            "| method | "
+            + " | ".join(f"seed {s}" for s in seeds)
+            + f" | mean ± std (SE) | {CONFIDENCE * 100:.0f} % interval (t) | ahead / behind |",
+            "|---|" + "---|" * (len(seeds) + 3),
         ]
         for name, group in others:
             diff = paired_difference(group, base, k, metric)
             cells = dict(zip(diff.seeds, diff.differences, strict=True))
             row = [name] + [_signed(cells[s]) if s in cells else "" for s in seeds]
-            row += [_summary(diff), f"{diff.ahead} / {diff.behind}"]
+            row += [_summary(diff), _interval(diff), f"{diff.ahead} / {diff.behind}"]
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
     return lines

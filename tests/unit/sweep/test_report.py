@@ -12,6 +12,7 @@ import pytest
 
 import raysfl.report.paired
 import raysfl.report.runs
+import raysfl.report.student_t
 from raysfl.cli import main
 from raysfl.config import dumps_toml
 from raysfl.report.figures import accuracy_figure
@@ -359,6 +360,12 @@ def test_paired_differences_equal_a_hand_computation(runs):
     assert diff.std == pytest.approx(math.sqrt((11.0**2 + 11.0**2) / 1))
     assert diff.standard_error == pytest.approx(diff.std / math.sqrt(2))
     assert (diff.ahead, diff.behind) == (2, 0)
+    # 95 %: Student's t with 1 degree of freedom, t(0.975) = 12.7062 (tables), not 2 standard errors
+    low, high = diff.interval()
+    assert (low, high) == (
+        pytest.approx(19.0 - 12.7062 * 11.0, abs=1e-3),
+        pytest.approx(19.0 + 12.7062 * 11.0, abs=1e-3),
+    )
     # last 2 evaluations: gas (0.5+0.7)/2, (0.65+0.8)/2 against fedavg (0.4+0.62)/2, (0.35+0.5)/2
     tail = paired_difference(fedavg, gas, last=2)
     assert tail.differences == (pytest.approx(51.0 - 60.0), pytest.approx(42.5 - 72.5))
@@ -366,6 +373,7 @@ def test_paired_differences_equal_a_hand_computation(runs):
     # one common seed: a mean, no spread
     one = paired_difference(groups["gas_iid"], fedavg)
     assert one.seeds == (1,) and one.mean == pytest.approx(90.0 - 62.0) and one.standard_error is None
+    assert one.interval() is None
 
 
 def test_report_pairs_every_method_with_the_named_baseline_per_setting(runs, tmp_path):
@@ -374,9 +382,9 @@ def test_report_pairs_every_method_with_the_named_baseline_per_setting(runs, tmp
     assert main(argv) == 0
     text = (out / "report.md").read_text()
     assert "Paired with `fedavg`, final accuracy (points, method − fedavg, on the seeds both ran):" in text
-    assert "| gas | +8.00 | +30.00 | +19.00 ± 15.56 (11.00) | 2 / 0 |" in text
+    assert "| gas | +8.00 | +30.00 | +19.00 ± 15.56 (11.00) | [-120.77, +158.77] | 2 / 0 |" in text
     assert "Paired with `fedavg`, last-2 mean accuracy" in text
-    assert "| gas | +9.00 | +30.00 | +19.50 ± 14.85 (10.50) | 2 / 0 |" in text
+    assert "| gas | +9.00 | +30.00 | +19.50 ± 14.85 (10.50) | [-113.92, +152.92] | 2 / 0 |" in text
     # the iid setting has no fedavg runs, so nothing is paired across settings
     iid = text.split("## data.partition=iid", 1)[1]
     assert "No `fedavg` runs in this setting: nothing to pair with." in iid
@@ -423,13 +431,13 @@ def test_paired_a_vs_b_lists_only_the_named_comparisons(tmp_path):
     tables = text.split("Paired with ")[1:]
     assert [t.split("`")[1] for t in tables] == [da, zero]
     # learned controls: 0.31 − 0.41 and 0.32 − 0.42 against fixed ones, in both seeds
-    assert f"| {full} | -10.00 | -10.00 | -10.00 ± 0.00 (0.00) | 0 / 2 |" in tables[0]
+    assert f"| {full} | -10.00 | -10.00 | -10.00 ± 0.00 (0.00) | [-10.00, -10.00] | 0 / 2 |" in tables[0]
     assert tables[0].count("| fedasmu (") == 1
     assert [line.split(" |")[0] for line in tables[1].splitlines() if line.startswith("| fedasmu")] == [
         f"| {fa}",
         f"| {da}",
     ]  # in the order given, not the report's
-    assert f"| {da} | -2.00 | -2.00 | -2.00 ± 0.00 (0.00) | 0 / 2 |" in tables[1]
+    assert f"| {da} | -2.00 | -2.00 | -2.00 ± 0.00 (0.00) | [-2.00, -2.00] | 0 / 2 |" in tables[1]
     # a baseline given alone as well keeps every method
     labels = [da, full, fa, zero]
     assert parse_pairings([f"{full} vs {da}", da], labels) == [Pairing(da, None)]
@@ -474,7 +482,7 @@ def test_a_pair_missing_from_a_setting_says_so(runs):
         "No `fedbuff` runs in this setting to pair with `fedavg`."
     ]
     lines = paired_table(groups, names, "fedavg", methods=["gas"])
-    assert "| gas | +8.00 | +30.00 | +19.00 ± 15.56 (11.00) | 2 / 0 |" in lines
+    assert "| gas | +8.00 | +30.00 | +19.00 ± 15.56 (11.00) | [-120.77, +158.77] | 2 / 0 |" in lines
 
 
 def test_a_repeated_seed_is_counted_once_and_listed_as_skipped(runs, tmp_path, capsys):
@@ -519,10 +527,10 @@ def test_a_tie_counts_neither_ahead_nor_behind(tmp_path):
         make_run(root, f"fedavg_{seed}", _scenario("fedavg", seed), [(0, 0.0, 0.1), (1, 1.0, b)])
     groups = group_runs(find_runs([root])[0])
     lines = paired_table(groups, [g.method["name"] for g in groups], "fedavg")
-    assert "| gas | 0.00 | +20.00 | +10.00 ± 14.14 (10.00) | 1 / 0 |" in lines
+    assert "| gas | 0.00 | +20.00 | +10.00 ± 14.14 (10.00) | [-117.06, +137.06] | 1 / 0 |" in lines
 
 
-@pytest.mark.parametrize("module", [raysfl.report.runs, raysfl.report.paired])
+@pytest.mark.parametrize("module", [raysfl.report.runs, raysfl.report.paired, raysfl.report.student_t])
 def test_docstring_examples_hold(module):
     result = doctest.testmod(module)
     assert result.failed == 0 and result.attempted > 0
@@ -660,7 +668,7 @@ def test_tail_means_of_the_same_values_tie_exactly_whatever_their_order(tmp_path
     make_run(root, "fedavg_1", _scenario("fedavg", 1), [(i, float(i), a) for i, a in enumerate(down)])
     groups = group_runs(find_runs([root])[0])
     lines = paired_table(groups, [g.method["name"] for g in groups], "fedavg", last=3)
-    assert "| gas | 0.00 | 0.00 | 0 / 0 |" in lines  # last-3 means tie: neither ahead nor behind
+    assert "| gas | 0.00 | 0.00 | - | 0 / 0 |" in lines  # last-3 means tie: neither ahead nor behind
 
 
 def test_a_report_on_synthetic_data_says_so(tmp_path):
@@ -867,7 +875,9 @@ def test_paired_takes_an_algorithms_name_for_the_one_label_its_runs_have(tmp_pat
     out = tmp_path / "rep"
     assert main(["report", str(root), "--out", str(out), "--paired", "ca2fl vs fedavg"]) == 0
     text = (out / "report.md").read_text()
-    assert "| ca2fl_code_aliased | +10.00 | +10.00 | +10.00 ± 0.00 (0.00) | 2 / 0 |" in text
+    assert (
+        "| ca2fl_code_aliased | +10.00 | +10.00 | +10.00 ± 0.00 (0.00) | [+10.00, +10.00] | 2 / 0 |" in text
+    )
     assert main(["report", str(root), "--out", str(out), "--paired", "fedbuff vs fedavg"]) == 2
     assert "'fedbuff' is not a method of these runs; choose one of 'ca2fl_code_aliased', 'fedavg'" in (
         capsys.readouterr().err
