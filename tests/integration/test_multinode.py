@@ -1,6 +1,7 @@
 """Determinism on a local multi-node cluster (two raylets on this machine, ray.cluster_utils.Cluster)."""
 
 import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -15,63 +16,68 @@ from .test_roaming_clients import FEDAVG, same_run
 pytestmark = pytest.mark.multinode
 
 
-@pytest.fixture
-def two_node_cluster():
+@contextlib.contextmanager
+def two_raylets(head: dict, second: dict) -> Iterator:
+    """A head raylet (``head``: its node arguments) and a second one (``second``), with this process
+    connected to them; yields the second node. Replaces the test session's own Ray while it lasts."""
     import ray
     from ray.cluster_utils import Cluster
 
     if ray.is_initialized():
         ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
-    cluster.add_node(num_cpus=2)
+    cluster = Cluster(initialize_head=True, head_node_args=head)
+    node = cluster.add_node(**second)
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)
-    yield cluster
-    ray.shutdown()
-    cluster.shutdown()
+    try:
+        yield node
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
 
 
-def test_two_raylets_give_the_single_process_result(two_node_cluster, tmp_path):
-    local = tmp_path / "local"
-    run(scenario_from_dict(TINY), local, backend="local")
-    out = tmp_path / "cluster"
-    summary = run(scenario_from_dict(TINY, ["engine.pools=2"]), out, backend="ray")
-    nodes = summary["placement"]["pool_nodes"]
-    assert len(set(nodes)) == 2, f"pools were not spread over the two nodes: {nodes}"
-    assert _metrics(out) == _metrics(local)
-    assert (
-        pq.read_table(out / "events.parquet").to_pylist()
-        == pq.read_table(local / "events.parquet").to_pylist()
-    )
+@pytest.fixture(scope="class")
+def two_node_cluster():
+    """Two raylets of 2 CPUs, shared by the tests of one class (a cluster takes seconds to start)."""
+    with two_raylets({"num_cpus": 2}, {"num_cpus": 2}):
+        yield
 
 
-def test_roaming_clients_cross_nodes_with_the_single_process_result(two_node_cluster, tmp_path):
-    """FedAvg's jobs go to the least-loaded pool, each pool on its own raylet: the client states cross
-    nodes through the object store."""
-    local, out = tmp_path / "local", tmp_path / "cluster"
-    run(scenario_from_dict(FEDAVG), local, backend="local")
-    summary = run(scenario_from_dict(FEDAVG, ["engine.pools=2", "engine.max_inflight=2"]), out, backend="ray")
-    placed = summary["placement"]
-    assert len(set(placed["pool_nodes"])) == 2, f"pools were not spread over the two nodes: {placed}"
-    assert placed["pool_placement"] == "least-loaded" and placed["client_moves"] > 0
-    same_run(out, local)
+class TestTwoRaylets:
+    """Both tests run on one two-node cluster: neither changes it."""
+
+    def test_two_raylets_give_the_single_process_result(self, two_node_cluster, tmp_path):
+        local = tmp_path / "local"
+        run(scenario_from_dict(TINY), local, backend="local")
+        out = tmp_path / "cluster"
+        summary = run(scenario_from_dict(TINY, ["engine.pools=2"]), out, backend="ray")
+        nodes = summary["placement"]["pool_nodes"]
+        assert len(set(nodes)) == 2, f"pools were not spread over the two nodes: {nodes}"
+        assert _metrics(out) == _metrics(local)
+        assert (
+            pq.read_table(out / "events.parquet").to_pylist()
+            == pq.read_table(local / "events.parquet").to_pylist()
+        )
+
+    def test_roaming_clients_cross_nodes_with_the_single_process_result(self, two_node_cluster, tmp_path):
+        """FedAvg's jobs go to the least-loaded pool, each pool on its own raylet: the client states cross
+        nodes through the object store."""
+        local, out = tmp_path / "local", tmp_path / "cluster"
+        run(scenario_from_dict(FEDAVG), local, backend="local")
+        summary = run(
+            scenario_from_dict(FEDAVG, ["engine.pools=2", "engine.max_inflight=2"]), out, backend="ray"
+        )
+        placed = summary["placement"]
+        assert len(set(placed["pool_nodes"])) == 2, f"pools were not spread over the two nodes: {placed}"
+        assert placed["pool_placement"] == "least-loaded" and placed["client_moves"] > 0
+        same_run(out, local)
 
 
 @pytest.fixture
 def two_roomy_nodes():
     """Two raylets of 3 CPUs: room for one 2.5-CPU sweep trial on each."""
-    import ray
-    from ray.cluster_utils import Cluster
-
-    if ray.is_initialized():
-        ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 3})
-    cluster.add_node(num_cpus=3)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)
-    yield cluster
-    ray.shutdown()
-    cluster.shutdown()
+    with two_raylets({"num_cpus": 3}, {"num_cpus": 3}):
+        yield
 
 
 def test_two_concurrent_sweep_trials_land_on_different_nodes(two_roomy_nodes, tmp_path):
@@ -112,18 +118,8 @@ def gpu_on_another_node():
     ``server_device = "auto"`` then finds no CUDA and stays on the CPU. With CUDA, Ray hands the actor the
     real GPU.
     """
-    import ray
-    from ray.cluster_utils import Cluster
-
-    if ray.is_initialized():
-        ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "num_gpus": 0})
-    gpu_node = cluster.add_node(num_cpus=1, num_gpus=1)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)
-    yield gpu_node.node_id
-    ray.shutdown()
-    cluster.shutdown()
+    with two_raylets({"num_cpus": 2, "num_gpus": 0}, {"num_cpus": 1, "num_gpus": 1}) as gpu_node:
+        yield gpu_node.node_id
 
 
 def test_the_server_goes_to_the_gpu_node_and_the_pools_stay_off_it(gpu_on_another_node, tmp_path):
@@ -158,8 +154,21 @@ def _kill_node(node) -> None:
             proc.kill()
 
 
+LONG = ["train.global_iterations=8", "train.local_iterations=6", "engine.checkpoint_every=1"]
+
+
+@pytest.fixture(scope="module")
+def undisturbed_long_run(tmp_path_factory) -> Path:
+    """The in-process run that both node losses must end equal to (computed once)."""
+    out = tmp_path_factory.mktemp("undisturbed")
+    run(scenario_from_dict(TINY, LONG), out, backend="local")
+    return out
+
+
 @pytest.mark.parametrize("lost", ["a pool's node", "the server's GPU node"])
-def test_a_run_that_loses_a_node_restarts_on_the_others_and_ends_as_if_undisturbed(tmp_path, lost):
+def test_a_run_that_loses_a_node_restarts_on_the_others_and_ends_as_if_undisturbed(
+    undisturbed_long_run, tmp_path, lost
+):
     """The lost node's pool dies mid-run; the restart reserves its actors on the remaining node (a fresh
     actor on the dying node used to end the run with Ray's ActorDiedError, restarts unused).
 
@@ -168,25 +177,15 @@ def test_a_run_that_loses_a_node_restarts_on_the_others_and_ends_as_if_undisturb
     import threading
     import time
 
-    import ray
-    from ray.cluster_utils import Cluster
-
-    if ray.is_initialized():
-        ray.shutdown()
     # The cluster notices a lost node only by missed health checks: Ray's defaults (every 3 s, 5 misses,
     # after 5 s) take 20 s or more; every 1 s, 3 misses, after 1 s take a few (the same events, sooner).
     checks = {"health_check_initial_delay_ms": 1000, "health_check_period_ms": 1000}
     checks |= {"health_check_timeout_ms": 2000, "health_check_failure_threshold": 3}
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "_system_config": checks})
-    worker = cluster.add_node(num_cpus=2, num_gpus=1 if "GPU" in lost else 0)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)
-    try:
-        long = ["train.global_iterations=8", "train.local_iterations=6", "engine.checkpoint_every=1"]
-        local, out = tmp_path / "local", tmp_path / "cluster"
-        run(scenario_from_dict(TINY, long), local, backend="local")
+    second = {"num_cpus": 2, "num_gpus": 1 if "GPU" in lost else 0}
+    with two_raylets({"num_cpus": 2, "_system_config": checks}, second) as worker:
+        out = tmp_path / "cluster"
         done: list = []
-        sc = scenario_from_dict(TINY, [*long, "engine.pools=2", "engine.max_restarts=3"])
+        sc = scenario_from_dict(TINY, [*LONG, "engine.pools=2", "engine.max_restarts=3"])
         thread = threading.Thread(target=lambda: done.append(run(sc, out, backend="ray")), daemon=True)
         thread.start()
         deadline = time.monotonic() + 120
@@ -200,10 +199,7 @@ def test_a_run_that_loses_a_node_restarts_on_the_others_and_ends_as_if_undisturb
         placed = done[0]["placement"]
         assert len(set(placed["pool_nodes"])) == 1  # the restarted pools share the head node
         assert placed["node_id"] == placed["pool_nodes"][0] and placed["device"] == "cpu"  # the server too
-        assert _metrics(out) == _metrics(local)
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
+        assert _metrics(out) == _metrics(undisturbed_long_run)
 
 
 def test_a_run_without_an_address_starts_its_own_ray_beside_a_running_cluster(tmp_path):

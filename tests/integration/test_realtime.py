@@ -8,9 +8,14 @@ from raysfl.scenario import scenario_from_dict
 from .test_ray_determinism import TINY
 
 
+@pytest.fixture(scope="module")
+def virtual(tmp_path_factory) -> dict:
+    """The summary of the run on the virtual clock (computed once for both backends)."""
+    return run(scenario_from_dict(TINY), tmp_path_factory.mktemp("virtual"), backend="local")
+
+
 @pytest.mark.parametrize("backend", ["local", "ray"])
-def test_realtime_run_is_paced_to_the_device_budget(ray_session, tmp_path, backend):
-    virtual = run(scenario_from_dict(TINY), tmp_path / "virtual", backend="local")
+def test_realtime_run_is_paced_to_the_device_budget(ray_session, virtual, tmp_path, backend):
     # paced to about 2 wall seconds of device time; the local backend and one pool run concurrent clients'
     # calls in turn, so the run takes a few times that (realtime_lanes_note)
     scale = virtual["emulated_s"] / 2.0
