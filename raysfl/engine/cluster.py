@@ -19,7 +19,7 @@ from typing import Any
 
 import ray
 
-from raysfl.engine import reaper
+from raysfl.engine import ray_token, reaper
 from raysfl.engine.interrupts import stop_on_sigterm
 from raysfl.engine.ray_backend import RayDispatcher, remove_reservation
 
@@ -108,7 +108,13 @@ def _sigint_deferred(note: str) -> Iterator[list[int]]:
 
 
 def _start_embedded(kwargs: dict[str, Any]) -> None:
-    """``ray.init`` a local Ray whose every process dies with this one (:mod:`raysfl.engine.reaper`)."""
+    """``ray.init`` a local Ray whose every process dies with this one (:mod:`raysfl.engine.reaper`).
+
+    A missing token file is created owner-only first, a shared one named (:mod:`raysfl.engine.ray_token`).
+    """
+    shared_token = ray_token.secure_token_file()  # before ray.init would write one with the umask's mode
+    if shared_token:
+        print(f"raysfl: {shared_token}", file=sys.stderr, flush=True)
     marker = f"{os.getpid()}-{secrets.token_hex(8)}"
     _EMBEDDED.update(marker=marker, watchdog=reaper.start_watchdog(marker))
     with _sigint_deferred("stopping Ray once it has started (a few seconds)") as held:
