@@ -51,6 +51,11 @@ def ray_session():
 
 @pytest.fixture(scope="session", autouse=True)
 def _shutdown_ray_at_exit():
+    """Before any test starts Ray: a missing ~/.ray/auth_token is made owner-only, as raysfl's own start makes
+    it (the tests' plain ``ray.init`` would write it with the umask); after the last: Ray stops."""
+    from raysfl.engine.ray_token import secure_token_file
+
+    secure_token_file()
     yield
     import sys
 
