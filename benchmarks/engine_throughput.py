@@ -25,6 +25,7 @@ import torch
 from procstats import command_line, is_ray_process, rss_bytes
 
 from raysfl.engine.hosts import ClientHost, ServerHost
+from raysfl.engine.ray_token import secure_token_file
 from raysfl.engine.runner import prepare, run
 from raysfl.scenario import load_scenario
 
@@ -121,6 +122,7 @@ def main() -> None:
     args = parser.parse_args()
     import ray
 
+    secure_token_file()  # a missing ~/.ray/auth_token owner-only, as raysfl's own start makes it
     ray.init(include_dashboard=False, logging_level="WARNING", log_to_driver=False)
     base = [
         "metrics.progress=false",

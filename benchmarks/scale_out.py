@@ -31,6 +31,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from procstats import command_line, is_ray_process, rss_bytes
 
+from raysfl.engine.ray_token import secure_token_file
 from raysfl.engine.runner import run
 from raysfl.scenario import load_scenario
 
@@ -149,6 +150,7 @@ HEADER = (
 def sweep_clients(args: argparse.Namespace) -> None:
     import ray
 
+    secure_token_file()  # a missing ~/.ray/auth_token owner-only, as raysfl's own start makes it
     ray.init(include_dashboard=False, logging_level="WARNING", log_to_driver=False)
     print(HEADER, flush=True)
     k = args.min_clients
@@ -186,6 +188,7 @@ def _fixed_point(pools: int) -> list[str]:
 def sweep_pools(args: argparse.Namespace) -> None:
     import ray
 
+    secure_token_file()  # a missing ~/.ray/auth_token owner-only, as raysfl's own start makes it
     ray.init(include_dashboard=False, logging_level="WARNING", log_to_driver=False)
     print(HEADER, flush=True)
     for pools in range(1, args.max_pools + 1):
