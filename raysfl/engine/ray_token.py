@@ -37,7 +37,7 @@ def token_file(environ: Mapping[str, str]) -> tuple[Path | None, bool]:
     folder (Ray then falls back to a path relative to its working directory, which this leaves alone).
     """
     mode = environ.get("RAY_AUTH_MODE")
-    if mode is not None and mode.strip().lower() != "token":
+    if mode is not None and mode.lower() != "token":  # Ray lower-cases the mode and does not strip it
         return None, False
     if environ.get("RAY_AUTH_TOKEN"):
         return None, False
@@ -51,8 +51,9 @@ def secure_token_file(environ: Mapping[str, str] | None = None) -> str | None:
     """Create the default token file owner-only if it is missing; return a warning if the token is shared.
 
     The token is 64 hex digits from :func:`secrets.token_hex` (32 bytes), Ray's own format. The file is
-    created with ``O_EXCL``, so a token another process wrote meanwhile is never replaced. Returns the
-    warning text (without a prefix), or None when there is nothing to say.
+    created with ``O_EXCL``, so a token another process wrote meanwhile is never replaced; where it cannot be
+    written at all, Ray's own attempt reports that. Returns the warning text (without a prefix), or None
+    when there is nothing to say.
     """
     if os.name != "posix":
         return None
@@ -60,7 +61,7 @@ def secure_token_file(environ: Mapping[str, str] | None = None) -> str | None:
     if path is None:
         return None
     if default and not path.exists():
-        with contextlib.suppress(FileExistsError):
+        with contextlib.suppress(OSError):  # made meanwhile (kept), or a home Ray cannot write either
             _create_owner_only(path)
     try:
         mode = path.stat().st_mode

@@ -42,13 +42,13 @@ def test_the_token_file_follows_rays_lookup_order(tmp_path):
     home = {"HOME": str(tmp_path)}
     assert token_file(home) == (tmp_path / ".ray" / "auth_token", True)
     assert token_file({**home, "RAY_AUTH_MODE": "token"}) == (tmp_path / ".ray" / "auth_token", True)
-    assert token_file({**home, "RAY_AUTH_MODE": " Token "}) == (tmp_path / ".ray" / "auth_token", True)
+    assert token_file({**home, "RAY_AUTH_MODE": "TOKEN"}) == (tmp_path / ".ray" / "auth_token", True)
     assert token_file({**home, "RAY_AUTH_TOKEN_PATH": "/etc/tok"}) == (Path("/etc/tok"), False)
     # RAY_AUTH_TOKEN comes before RAY_AUTH_TOKEN_PATH; no file is read then
     assert token_file({**home, "RAY_AUTH_TOKEN": "abc", "RAY_AUTH_TOKEN_PATH": "/etc/tok"}) == (None, False)
     empty_token = {**home, "RAY_AUTH_TOKEN": "", "RAY_AUTH_TOKEN_PATH": "/etc/tok"}
     assert token_file(empty_token) == (Path("/etc/tok"), False)
-    for off in ("disabled", "k8s"):
+    for off in ("disabled", "k8s", "", " token"):  # Ray lower-cases the mode, and strips nothing
         assert token_file({**home, "RAY_AUTH_MODE": off}) == (None, False)
     assert token_file({}) == (None, False)  # no home folder: Ray's fallback is relative to its cwd
 
@@ -121,6 +121,12 @@ def test_a_shared_mode_counts_only_where_the_folders_above_let_others_through(
     open_home.chmod(home_mode)
     assert (secure_token_file({"HOME": str(open_home)}) is not None) is named
     open_home.chmod(0o755)
+
+
+def test_a_home_that_cannot_be_written_is_left_to_ray(tmp_path):
+    home = tmp_path / "home"
+    home.write_text("a file, not a folder")  # as unwritable as it gets, even for root
+    assert secure_token_file({"HOME": str(home)}) is None
 
 
 def test_the_file_in_ray_auth_token_path_is_never_created(tmp_path):
