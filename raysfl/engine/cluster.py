@@ -71,6 +71,9 @@ def ensure_ray(address: str | None) -> None:
         _start_embedded(kwargs)
         stop_on_sigterm()  # ray.init installed its own SIGTERM handler (exit 15, no summary)
         return
+    shared_token = ray_token.joined_token_warning(address)
+    if shared_token:
+        print(f"raysfl: {shared_token}", file=sys.stderr, flush=True)
     try:
         ray.init(address=address, **kwargs)
         stop_on_sigterm()

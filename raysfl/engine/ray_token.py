@@ -15,6 +15,9 @@ Nothing is done when token authentication is off (``RAY_AUTH_MODE`` other than `
 from ``RAY_AUTH_TOKEN``. The lookup order is Ray's own (its ``AuthenticationTokenLoader``):
 ``RAY_AUTH_TOKEN``, then ``RAY_AUTH_TOKEN_PATH``, then ``$HOME/.ray/auth_token``. POSIX only; elsewhere this
 does nothing.
+
+Joining a cluster (``--address``), the token must be the cluster's, so nothing is created; a shared token file
+is named all the same when Ray will read it (:func:`joined_token_warning`).
 """
 
 from __future__ import annotations
@@ -63,6 +66,27 @@ def secure_token_file(environ: Mapping[str, str] | None = None) -> str | None:
     if default and not path.exists():
         with contextlib.suppress(OSError):  # made meanwhile (kept), or a home Ray cannot write either
             _create_owner_only(path)
+    return _shared_file_warning(path, "the one raysfl starts now")
+
+
+def joined_token_warning(address: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """A warning if the token file Ray reads to join the cluster at ``address`` is shared; never creates one.
+
+    Ray (2.60) reads a token to join only with ``RAY_AUTH_MODE=token``, or, with the mode unset, for
+    ``address = "auto"`` when it finds a token (its ``maybe_enable_token_auth_if_token_available``); an
+    explicit ``host:port`` with the mode unset joins without one.
+    """
+    if os.name != "posix":
+        return None
+    environ = os.environ if environ is None else environ
+    if environ.get("RAY_AUTH_MODE") is None and address != "auto":
+        return None
+    path, _ = token_file(environ)
+    return None if path is None else _shared_file_warning(path, "the cluster raysfl joins now")
+
+
+def _shared_file_warning(path: Path, ray_named: str) -> str | None:
+    """The warning for a token file ``path`` that other users can read or change, else None."""
     try:
         mode = path.stat().st_mode
     except OSError:
@@ -71,8 +95,8 @@ def secure_token_file(environ: Mapping[str, str] | None = None) -> str | None:
         return None
     return (
         f"{path} (Ray's authentication token) can be read or changed by other users of this machine "
-        f"(mode {stat.S_IMODE(mode):04o}); whoever reads it can run code in every Ray that uses it, the one "
-        f"raysfl starts now included. `chmod 600 {path}` makes it yours alone."
+        f"(mode {stat.S_IMODE(mode):04o}); whoever reads it can run code in every Ray that uses it, "
+        f"{ray_named} included. `chmod 600 {path}` makes it yours alone."
     )
 
 

@@ -1,4 +1,5 @@
-"""The embedded Ray's token file: created owner-only when missing, named when other users can read it."""
+"""Ray's token file: created owner-only for an embedded Ray when missing, named when other users can read it
+(also when joining a cluster)."""
 
 import os
 import shutil
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from raysfl.engine.ray_token import secure_token_file, token_file
+from raysfl.engine.ray_token import joined_token_warning, secure_token_file, token_file
 
 pytestmark = pytest.mark.skipif(sys.platform.startswith("win"), reason="file modes are POSIX")
 
@@ -149,3 +150,38 @@ def test_a_shared_file_in_ray_auth_token_path_is_named(open_home):
 def test_nothing_is_written_when_ray_reads_no_token_file(tmp_path, env):
     assert secure_token_file({"HOME": str(tmp_path), **env}) is None
     assert not (tmp_path / ".ray").exists()
+
+
+@pytest.mark.parametrize(
+    ("address", "auth_mode", "named"),
+    [
+        ("auto", None, True),  # a found cluster: Ray turns token mode on when a token file exists
+        ("auto", "token", True),
+        ("10.0.0.1:6379", "token", True),
+        ("10.0.0.1:6379", None, False),  # an explicit address with the mode unset joins without a token
+        ("auto", "disabled", False),
+    ],
+)
+def test_joining_a_cluster_names_a_shared_token_file_only_where_ray_reads_it(
+    open_home, address, auth_mode, named
+):
+    path = _token(open_home, 0o644)
+    env = {"HOME": str(open_home)} | ({} if auth_mode is None else {"RAY_AUTH_MODE": auth_mode})
+    warning = joined_token_warning(address, env)
+    if named:
+        assert warning == (
+            f"{path} (Ray's authentication token) can be read or changed by other users of this machine "
+            "(mode 0644); whoever reads it can run code in every Ray that uses it, the cluster raysfl joins "
+            f"now included. `chmod 600 {path}` makes it yours alone."
+        )
+    else:
+        assert warning is None
+    assert _mode(path) == 0o644  # the user's own file, left as it is
+    path.chmod(0o600)
+    assert joined_token_warning(address, env) is None
+
+
+def test_joining_a_cluster_never_creates_a_token_file(tmp_path, umask_022):
+    for env in ({"HOME": str(tmp_path)}, {"HOME": str(tmp_path), "RAY_AUTH_MODE": "token"}):
+        assert joined_token_warning("auto", env) is None
+    assert not (tmp_path / ".ray").exists()  # the token must be the cluster's: it is not raysfl's to make
