@@ -12,6 +12,7 @@ SPEC = fl_spec(
     source="Wang et al., ICLR 2024, cached update calibration; docs/algorithms/ca2fl.md",
     per_update=lambda setup: setup.params.buffer_size,  # every M arrivals are one global iteration
     policy_options=lambda setup: {"aliased_base": setup.params.job_base == "aliased"},
+    optimizer_state=True,
 )
 
 __all__ = ["SPEC", "CA2FLParams", "CA2FLServer"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from raysfl.algorithms.common.optim import optimizer_state_option
 from raysfl.config import option
 
 
@@ -39,6 +40,7 @@ class CA2FLParams:
         choices=("others", "any"),
         doc="a finished client's replacement is drawn from the other idle clients [C] GAS §10.2, or any [A]",
     )
+    optimizer_state: str = optimizer_state_option()
 
     def __post_init__(self) -> None:
         """The code's form has no global learning rate."""

@@ -16,7 +16,9 @@ the next (MOON's previous local model, FedDyn's gradient state) lives in ``FLCli
 
 Each client keeps its data cursor and RNG streams across jobs (the batch order continues where the last job
 stopped, as the GAS code's cyclic ``DataLoader``, GAS spec §10.11); the optimizer is created afresh for every
-job, so no momentum is carried from one job to the next [A].
+job, so no momentum is carried from one job to the next [A], unless ``shared_optimizer_state``: then each job
+starts from the optimizer state the pool's previous job left, of whichever client, as the GAS code's one
+optimizer object does (GAS spec §10.1 [C]).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from torch import nn
 
 from raysfl import profiling
 from raysfl.algorithms.common.batching import BatchCursor
-from raysfl.algorithms.common.optim import clip, make_optimizer
+from raysfl.algorithms.common.optim import clip, load_optimizer_state, make_optimizer, save_optimizer_state
 from raysfl.algorithms.common.own_rng import draws_randomness, seeded_if
 from raysfl.algorithms.config import TrainConfig
 
@@ -100,9 +102,15 @@ class FLClient:
             0 gives plain local SGD.
         objective: a method's own local objective; when given it replaces the cross-entropy (and
             ``proximal`` must be 0).
+        shared_optimizer_state: carry the optimizer state (SGD's momentum buffers) from each job to the
+            pool's next one, whichever clients they are, as the GAS code's single optimizer object does
+            (GAS spec §10.1 [C]); every client must then be in one pool. False: a fresh optimizer per job.
     """
 
     clients_roam = True
+    # class defaults, for checkpoints taken before the option existed
+    shared_optimizer_state = False
+    shared_state: dict[str, Any] | None = None
 
     def __init__(
         self,
@@ -113,6 +121,7 @@ class FLClient:
         train: TrainConfig,
         proximal: float = 0.0,
         objective: LocalObjective | None = None,
+        shared_optimizer_state: bool = False,
     ) -> None:
         if objective is not None and proximal > 0:
             raise ValueError("give either proximal or objective, not both")
@@ -124,6 +133,8 @@ class FLClient:
         self.train_cfg = train
         self.proximal = float(proximal)
         self.random_layers = draws_randomness(model)  # dropout draws from the client's own stream
+        self.shared_optimizer_state = shared_optimizer_state
+        self.shared_state = None  # the last job's optimizer state, when shared
 
     def init_state(self, client: int, indices: np.ndarray, seed_seq: np.random.SeedSequence) -> FLClientState:
         """A fresh idle client: data cursor and its own RNG streams (batch order, augmentation).
@@ -156,7 +167,8 @@ class FLClient:
         Each step minimises the cross-entropy of the minibatch (plus ρ/2·‖w − w_start‖² when ``proximal``
         is set, FedAsync's and FedProx's local objective; or the method's ``objective``), clips the
         gradient norm at ``train.clip_grad_norm`` when that is positive and takes one step of a fresh
-        optimizer (``make_optimizer``) at learning rate ``lr_scale``·lr (FedSA's per-client rate). ``steps``
+        optimizer (``make_optimizer``) at learning rate ``lr_scale``·lr (FedSA's per-client rate), which
+        starts from the previous job's optimizer state when ``shared_optimizer_state``. ``steps``
         replaces E for this job (a FedProx straggler's partial work).
         ``weights`` is not modified (its values are copied into the pool's module).
         """
@@ -164,6 +176,8 @@ class FLClient:
         params = [p for p in self.model.parameters() if p.requires_grad]
         lr = None if lr_scale == 1.0 else self.train_cfg.lr * float(lr_scale)
         optimizer = make_optimizer(params, self.train_cfg, lr=lr)
+        if self.shared_optimizer_state and self.shared_state is not None:
+            load_optimizer_state(optimizer, self.shared_state)
         anchor = [p.detach().clone() for p in params] if self.proximal > 0 else None
         self.model.train()
         if self.objective is not None:
@@ -187,5 +201,7 @@ class FLClient:
                     optimizer.step()
         if self.objective is not None:
             self.objective.end(state, self.model, params)
+        if self.shared_optimizer_state:
+            self.shared_state = save_optimizer_state(optimizer)
         state.jobs += 1
         return {k: v.detach().clone() for k, v in self.model.state_dict().items()}

@@ -131,6 +131,9 @@ class FLPolicy:
             each client has started so far, this one included (None: factor 1, no argument sent).
         aliased_base: jobs started after time 0 train from the global model of their due time, not of
             their start (the GAS code's CA2FL [C], module docstring).
+        train_when_due: train every job when its model is due (as ``deferred``), so a pool runs the jobs
+            in the order they finish, as the GAS code does (its FedBuff and CA2FL train a job at its finish
+            time, GAS spec §10.2 [C]); the order matters where jobs share optimizer state.
     """
 
     deferred = False  # train each job when its model is due (a subclass sets it: PORT's urgent requests)
@@ -155,6 +158,7 @@ class FLPolicy:
         server_flush: bool = False,
         job_lr: Callable[[int, list[int]], float] | None = None,
         aliased_base: bool = False,
+        train_when_due: bool = False,
     ) -> None:
         if per_update < 1:
             raise ValueError(f"per_update must be >= 1, got {per_update}")
@@ -184,6 +188,8 @@ class FLPolicy:
         self.server_flush = server_flush
         self.job_lr = job_lr
         self.aliased_base = aliased_base
+        if train_when_due:
+            self.deferred = True
         self.starts = [0] * k  # jobs started by each client so far
         self.discarded = 0
         self.accepted = 0  # arrivals not discarded (their count sets train.lr_decay's exponent, async)
@@ -254,7 +260,10 @@ class FLPolicy:
         log = start_log(t, k, self.costs.model_bytes, self.version)
         if job.aliased:  # the model is taken and trained when due (``_on_model``)
             job.lr = lr
-            return [Schedule(t + dur, "model", k), log]
+            if not self.deferred:
+                return [Schedule(t + dur, "model", k), log]
+            job.token, self.serial = self.serial, self.serial + 1
+            return [Schedule(t + dur, "model", k, {"job": job.token}), log]
         send = Call(SERVER, FLServer.send_model, (k,), out=base)
         if self.deferred:  # trained when due (``_on_model``), so an urgent request can still cut it short
             job.lr, job.ends, job.token = lr, tuple(accumulate(times, initial=t + down))[1:], self.serial

@@ -19,6 +19,7 @@ from raysfl.algorithms.common.batching import BatchCursor
 from raysfl.algorithms.common.fl_client import FLClient, FLClientState
 from raysfl.algorithms.common.fl_policy import FLCosts, FLJob, FLPolicy
 from raysfl.algorithms.common.fl_server import Arrival
+from raysfl.algorithms.common.optim import shared_optimizer_single_pool
 from raysfl.algorithms.common.transforms import train_transform
 
 FL_STATE_CLASSES: tuple[type, ...] = (FLClient, FLClientState, BatchCursor, FLPolicy, FLJob, FLCosts, Arrival)
@@ -40,6 +41,7 @@ def fl_spec(
     policy: type[FLPolicy] = FLPolicy,
     state_classes: tuple[type, ...] = (),
     validate: Callable[[Any, Any], list[str]] | None = None,
+    optimizer_state: bool = False,
 ) -> AlgorithmSpec:
     """The :class:`AlgorithmSpec` of a full-model FL method.
 
@@ -58,7 +60,13 @@ def fl_spec(
         state_classes: the method's own state classes besides ``server`` and ``policy`` (its objective's
             class); the family's shared ones (:data:`FL_STATE_CLASSES`) are added here.
         validate: ``(scenario, params) -> problems``, the method's cross-section rules.
+        optimizer_state: the method's params have the ``optimizer_state`` option
+            (:func:`~raysfl.algorithms.common.optim.optimizer_state_option`): ``"shared"`` carries the
+            optimizer state from job to job in one pool, asynchronous jobs trained when due.
     """
+
+    def shared(setup: RunSetup) -> bool:
+        return optimizer_state and setup.params.optimizer_state == "shared"
 
     def make_client(
         setup: RunSetup, model: Any, train_x: np.ndarray, train_y: np.ndarray, transform: Any
@@ -72,6 +80,7 @@ def fl_spec(
             setup.scenario.train,
             proximal=proximal(setup),
             objective=None if objective is None else objective(setup, full),
+            shared_optimizer_state=shared(setup),
         )
 
     def make_server(setup: RunSetup, model: Any, test_x: Any, test_y: Any, seed: int, device: str) -> Any:
@@ -81,6 +90,8 @@ def fl_spec(
         kwargs: dict[str, Any] = (
             {"synchronous": True} if synchronous else {"replacement": setup.params.replacement}
         )
+        if shared(setup) and not synchronous:
+            kwargs["train_when_due"] = True  # the jobs pass the shared buffer on in the order they finish
         kwargs.update(policy_options(setup))
         return policy(setup, time, FLCosts.from_profile(profile), rng, per_update=per_update(setup), **kwargs)
 
@@ -94,6 +105,7 @@ def fl_spec(
         make_server=make_server,
         make_policy=make_policy,
         validate=validate,
+        single_pool=shared_optimizer_single_pool if optimizer_state else None,
         state_classes=(*FL_STATE_CLASSES, server, policy, *state_classes),
         train_lr_decay=True,
         per_device_times=True,  # E minibatch steps per job, whatever the client's data

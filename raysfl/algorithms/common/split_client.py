@@ -32,7 +32,7 @@ from torch import nn
 
 from raysfl import profiling
 from raysfl.algorithms.common.batching import BatchCursor
-from raysfl.algorithms.common.optim import clip, make_optimizer
+from raysfl.algorithms.common.optim import clip, load_optimizer_state, make_optimizer, save_optimizer_state
 from raysfl.algorithms.common.own_rng import draws_randomness, replaying_rng, seeded_if
 from raysfl.algorithms.config import TrainConfig
 
@@ -153,24 +153,8 @@ class SplitClient:
         assert state.optimizer is not None and state.params is not None
         clip(state.params.values(), self.train.clip_grad_norm)
         if self.shared_optimizer_state and self._shared_state is not None:
-            _load_momentum(state.optimizer, self._shared_state)
+            load_optimizer_state(state.optimizer, self._shared_state)
         state.optimizer.step()
         state.optimizer.zero_grad(set_to_none=True)
         if self.shared_optimizer_state:
-            self._shared_state = _save_momentum(state.optimizer)
-
-
-def _save_momentum(opt: torch.optim.Optimizer) -> dict[str, Any]:
-    """The optimizer's per-parameter state in parameter order (momentum buffers, Adam moments)."""
-    params = [p for g in opt.param_groups for p in g["params"]]
-    return {
-        "state": [
-            {k: v.clone() if torch.is_tensor(v) else v for k, v in opt.state[p].items()} for p in params
-        ]
-    }
-
-
-def _load_momentum(opt: torch.optim.Optimizer, saved: dict[str, Any]) -> None:
-    params = [p for g in opt.param_groups for p in g["params"]]
-    for p, st in zip(params, saved["state"], strict=True):
-        opt.state[p] = {k: v.clone() if torch.is_tensor(v) else v for k, v in st.items()}
+            self._shared_state = save_optimizer_state(state.optimizer)

@@ -12,6 +12,7 @@ SPEC = fl_spec(
     source="McMahan et al. 2017; docs/algorithms/fedavg.md",
     per_update=lambda setup: setup.scenario.federation.active_clients,  # one round of C jobs
     synchronous=True,
+    optimizer_state=True,
 )
 
 __all__ = ["SPEC", "FedAvgParams", "FedAvgServer", "aggregate_round"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from raysfl.algorithms.common.optim import optimizer_state_option
 from raysfl.config import option
 
 
@@ -19,3 +20,4 @@ class FedAvgParams:
         choices=("data-size", "uniform"),
         doc="round average weighted by |D_k| [P] (McMahan et al. 2017) [C] GAS §10.10, or uniform 1/C [A]",
     )
+    optimizer_state: str = optimizer_state_option()

@@ -11,6 +11,7 @@ SPEC = fl_spec(
     description="async FL: full-model deltas fill a buffer of K_buf, then one server step",
     source="Nguyen et al. 2022, buffered asynchronous aggregation; docs/algorithms/fedbuff.md",
     per_update=lambda setup: setup.params.buffer_size,  # every K_buf arrivals are one global iteration
+    optimizer_state=True,
 )
 
 __all__ = ["SPEC", "FedBuffParams", "FedBuffServer", "buffered_coefficient"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from raysfl.algorithms.common.optim import optimizer_state_option
 from raysfl.algorithms.common.staleness import StalenessOptions, canonical_staleness
 from raysfl.config import option
 
@@ -32,6 +33,7 @@ class FedBuffParams(StalenessOptions):
         choices=("others", "any"),
         doc="a finished client's replacement is drawn from the other idle clients [C] GAS §10.2, or any [A]",
     )
+    optimizer_state: str = optimizer_state_option()
 
     def __post_init__(self) -> None:
         """The code's model averaging has no server learning rate and no staleness scaling."""

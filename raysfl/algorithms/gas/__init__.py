@@ -12,6 +12,7 @@ import torch
 from raysfl.algorithms.base import AlgorithmSpec, RunSetup
 from raysfl.algorithms.common.batching import BatchCursor
 from raysfl.algorithms.common.costs import SplitCosts
+from raysfl.algorithms.common.optim import shared_optimizer_single_pool
 from raysfl.algorithms.common.split_client import SplitClient, SplitClientState
 from raysfl.algorithms.common.transforms import train_transform
 from raysfl.algorithms.gas.generate import GaussianSampler
@@ -80,17 +81,6 @@ def make_policy(setup: RunSetup, time: Any, profile: Any, rng: np.random.Generat
     return GASPolicy(setup, time, SplitCosts.from_profile(profile), rng)
 
 
-def single_pool(params: GASParams) -> tuple[str, str] | None:
-    """The code's shared momentum (one buffer for all clients) needs every client in one pool."""
-    if params.optimizer_state != "shared":
-        return None
-    return (
-        "algorithm.params.optimizer_state: 'shared' "
-        "(one momentum buffer for all clients, as in the GAS code)",
-        "use 'per-job' with several pools",
-    )
-
-
 def largest_log_weight(params: GASParams, n_max: int) -> float:
     """The logarithm of the largest single weight s(n), n ≤ ``n_max``, of GAS §5's weighting."""
     log_a, n = math.log(params.weight_a), max(n_max, 1)
@@ -138,7 +128,7 @@ SPEC = AlgorithmSpec(
     make_server=make_server,
     make_policy=make_policy,
     validate=validate,
-    single_pool=single_pool,
+    single_pool=shared_optimizer_single_pool,
     per_device_times=True,  # E minibatch steps per job, whatever the client's data
     smoke=("algorithm.params.q_s=3", "algorithm.params.q_c=3", 'algorithm.params.covariance="diagonal"'),
     state_classes=(
