@@ -128,3 +128,23 @@ def test_dropout_masks_do_not_depend_on_the_pool_or_the_process(ray_session, tmp
     assert _metrics(tmp_path / "local_again") == reference
     assert _metrics(tmp_path / "ray") == reference
     assert _events(tmp_path / "ray") == _events(tmp_path / "local")
+
+
+def test_a_shared_optimizer_run_on_a_ray_pool_equals_the_local_run(ray_session, tmp_path):
+    """FedBuff with the GAS code's shared optimizer (jobs trained when due, the momentum carried in the
+    pool's client logic, GAS spec §10.1 [C]): the Ray pool's run and its checkpoint equal the local ones."""
+    sc = {
+        **_dropout_scenario("fedbuff"),
+        "algorithm": {
+            "name": "fedbuff",
+            "params": {"buffer_size": 2, "mode": "code", "optimizer_state": "shared"},
+        },
+        "engine": {"checkpoint_every": 1},
+    }
+    run(scenario_from_dict(sc), tmp_path / "local", backend="local")
+    run(scenario_from_dict(sc), tmp_path / "ray", backend="ray")
+    per_job = scenario_from_dict(sc, ['algorithm.params.optimizer_state="per-job"'])
+    run(per_job, tmp_path / "per_job", backend="local")
+    assert _metrics(tmp_path / "ray") == _metrics(tmp_path / "local")
+    assert _events(tmp_path / "ray") == _events(tmp_path / "local")
+    assert _metrics(tmp_path / "per_job")[-1] != _metrics(tmp_path / "local")[-1]  # the momentum was carried
