@@ -102,7 +102,7 @@ def test_shared_asynchronous_jobs_train_when_due_in_the_order_they_finish(name, 
 
 def test_per_job_asynchronous_jobs_still_train_at_their_start():
     start = _policy("fedbuff", {"buffer_size": 1}).start()
-    assert len([c for c in _calls(start) if c == (CLIENT, "train", c[2])]) == 2
+    assert len([c for c in _calls(start) if c[:2] == (CLIENT, "train")]) == 2
 
 
 def test_shared_fedavg_trains_a_round_in_the_order_it_starts_it():
