@@ -29,8 +29,12 @@ data: install
 run: install data
 	$(BIN)/raysfl run $(SCENARIO)
 
+# Two pytest-xdist workers: one runs the tests that use Ray, one after another on one Ray; the other, the rest
+# (tests/conftest.py groups them). TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
+
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 lint: install
 	$(BIN)/ruff check raysfl actors tests benchmarks examples

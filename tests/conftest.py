@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
+INTEGRATION = ROOT / "tests" / "integration"
+# Ray's actors and an xdist worker share the cores: OpenMP threads that spin while they wait made a Ray test
+# ten times slower beside one busy process (14 s alone, 145 s; 32 s with passive waiting). Same numbers.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+RAY_GROUP = "ray"
+"""The pytest-xdist group of every test that uses Ray: `make test` runs two workers, and one of them runs
+these one after another on the session's one Ray, while the other runs the rest."""
 
 
 def data_root() -> Path:
@@ -61,3 +70,58 @@ def _shutdown_ray_at_exit():
 
     if "ray" in sys.modules and sys.modules["ray"].is_initialized():
         sys.modules["ray"].shutdown()
+
+
+def uses_ray(item: pytest.Item) -> bool:
+    """Whether a test starts or uses Ray: it asks for ``ray_session``, is marked ``ray``, or is an integration
+    test (those start their own Ray, clusters and command-line subprocesses)."""
+    return (
+        "ray_session" in getattr(item, "fixturenames", ())
+        or item.get_closest_marker("ray") is not None
+        or item.path.is_relative_to(INTEGRATION)
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Group the tests for ``pytest -n N --dist loadgroup``: the Ray tests in one group, run in order on one
+    worker (two Rays side by side would only fight over the cores); the other tests go one by one to whichever
+    worker is free. Without xdist the mark does nothing."""
+    for item in items:
+        if uses_ray(item):
+            item.add_marker(pytest.mark.xdist_group(RAY_GROUP))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Refuse ``--dist loadgroup`` under pytest 9: pytest-xdist 3.8 puts a test's group into its node id,
+    which pytest 9 no longer reads, so the Ray tests would spread over the workers (hence ``pytest<9`` in the
+    test extras). An xdist worker computes with its share of the cores: two workers with torch's default of
+    one thread per core would each spin threads on the other's cores (in-process runs set their roles')."""
+    if config.getoption("dist", "no") == "loadgroup" and int(pytest.__version__.split(".")[0]) >= 9:
+        raise pytest.UsageError(
+            f"--dist loadgroup does not group tests with pytest {pytest.__version__} (pytest-xdist 3.8 sets "
+            'node ids that pytest 9 ignores): pip install "pytest<9", or run `make test TEST_WORKERS=0`'
+        )
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers > 1:
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
+
+@pytest.fixture(autouse=True)
+def _ray_only_in_its_group(request: pytest.FixtureRequest):
+    """Under xdist, a test outside the Ray group must not start Ray in its worker: that would be a second
+    Ray beside the Ray group's. Such a test asks for ``ray_session`` or is marked ``ray``."""
+    ray = sys.modules.get("ray")
+    was_running = ray is not None and ray.is_initialized()
+    yield
+    if was_running or not os.environ.get("PYTEST_XDIST_WORKER") or uses_ray(request.node):
+        return
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()  # so that the next tests are not blamed for it
+        pytest.fail(
+            f"{request.node.nodeid} started Ray outside the test group that holds it: "
+            "ask for the ray_session fixture or mark the test with pytest.mark.ray"
+        )
