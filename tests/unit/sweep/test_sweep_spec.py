@@ -739,7 +739,7 @@ def test_repeated_trial_names_say_which_axis_and_what_to_do(tmp_path, axes, prob
     assert any(p.startswith(problem) for p in problems), problems
 
 
-def test_tunes_own_restore_advice_and_metrics_warnings_are_not_shown(caplog):
+def test_tunes_own_restore_advice_and_metrics_warnings_are_not_shown(caplog, monkeypatch):
     """On ^C Tune logged "Resume experiment with: Tuner.restore(...)", which a sweep must not use (it starts
     pending trials in another order), and "Failed to fetch metrics" for every trial that never started;
     raysfl's own lines say `raysfl sweep ... --resume` and name the unfinished trials."""
@@ -754,21 +754,17 @@ def test_tunes_own_restore_advice_and_metrics_warnings_are_not_shown(caplog):
     analysis_log = logging.getLogger("ray.tune.analysis.experiment_analysis")
     # importing Ray stops its loggers' records at "ray" (propagate = False), before caplog's handler on the
     # root logger; whether it still does depends on which tests ran before in the same process
-    ray_log = logging.getLogger("ray")
-    propagate, ray_log.propagate = ray_log.propagate, True
+    monkeypatch.setattr(logging.getLogger("ray"), "propagate", True)
     message = "Experiment has been interrupted, but the most recent state was saved.\nResume experiment with:"
-    try:
-        with caplog.at_level(logging.WARNING), execute.tune_noise_filtered():
-            tune_log.warning(message + ' Tuner.restore(path="/x/_tune", trainable=...)')
-            tune_log.warning("Trials did not complete: [a]")
-            analysis_log.warning("Failed to fetch metrics for 2 trial(s):\n- a: FileNotFoundError()")
-        assert [r.getMessage() for r in caplog.records] == ["Trials did not complete: [a]"]
-        caplog.clear()
-        with caplog.at_level(logging.WARNING):
-            analysis_log.warning("Failed to fetch metrics for 2 trial(s)")  # outside a sweep: kept
-        assert len(caplog.records) == 1
-    finally:
-        ray_log.propagate = propagate
+    with caplog.at_level(logging.WARNING), execute.tune_noise_filtered():
+        tune_log.warning(message + ' Tuner.restore(path="/x/_tune", trainable=...)')
+        tune_log.warning("Trials did not complete: [a]")
+        analysis_log.warning("Failed to fetch metrics for 2 trial(s):\n- a: FileNotFoundError()")
+    assert [r.getMessage() for r in caplog.records] == ["Trials did not complete: [a]"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        analysis_log.warning("Failed to fetch metrics for 2 trial(s)")  # outside a sweep: kept
+    assert len(caplog.records) == 1
     # the loggers the lines come from
     assert ray.tune.tune.logger is tune_log
     assert ray.tune.analysis.experiment_analysis.logger is analysis_log
