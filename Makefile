@@ -29,7 +29,7 @@ data: install
 run: install data
 	$(BIN)/raysfl run $(SCENARIO)
 
-# Two pytest-xdist workers: one runs the tests that use Ray, one after another on one Ray; the other, the rest
+# Two pytest-xdist workers; a file's tests that use Ray run in order in one worker, on its own local Ray
 # (tests/conftest.py groups them). TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
 
