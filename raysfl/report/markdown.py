@@ -37,6 +37,7 @@ from raysfl.report.runs import (
     accuracy_columns,
     canonical,
     differing_fields,
+    diverged_at,
     find_runs,
     finite_values,
     first_reaching,
@@ -293,6 +294,13 @@ def write_report(
         warnings.append(
             f"--last {last}: {len(counts)} run(s) have fewer evaluations (the fewest: {min(counts)}); "
             f"their last-{last} mean is over all their evaluations, the initial model's included"
+        )
+    diverged = [(r, at) for r in runs if (at := diverged_at(r)) is not None]
+    if diverged:
+        warnings.append(
+            f"{len(diverged)} run(s) diverged, their test loss NaN or infinite from the iteration given on: "
+            + ", ".join(f"{r.path.name} (seed {r.seed}, iteration {at})" for r, at in diverged)
+            + "; their accuracies count in the tables as evaluated"
         )
     if warnings:  # the report states them, not only the terminal
         lines += ["", "Note: " + "; ".join(warnings) + "."]

@@ -534,6 +534,19 @@ def mean_std(values: Sequence[float | None]) -> tuple[float | None, float | None
     return mean, math.sqrt(var)
 
 
+def diverged_at(run: Run) -> int | None:
+    """The global iteration of the run's first evaluation whose test loss is NaN or infinite, else None.
+
+    From there on the run evaluates a broken model (accuracy at chance or below), not a slow one; a report
+    names such runs, since their accuracies still count in its means.
+    """
+    for row in run.rows:
+        loss = row.get("loss")
+        if loss is not None and not math.isfinite(float(loss)):
+            return int(row["iteration"])
+    return None
+
+
 def tail_mean(accuracies: Sequence[float] | np.ndarray, last: int) -> float | None:
     """Mean of the last ``last`` accuracies of one run (all of them when it has fewer; None when none).
 

@@ -31,8 +31,16 @@ def _scenario(algorithm: str, seed: int, partition: str = "shard", params: dict 
     }
 
 
-def make_run(root: Path, name: str, scenario: dict, curve: list[tuple[int, float, float]], **summary) -> Path:
-    """A finished run directory with evaluations (iteration, emulated s, accuracy), 1 MiB up per iteration."""
+def make_run(
+    root: Path,
+    name: str,
+    scenario: dict,
+    curve: list[tuple[int, float, float]],
+    loss: list[float] | None = None,
+    **summary,
+) -> Path:
+    """A finished run directory with evaluations (iteration, emulated s, accuracy, and ``loss`` if given),
+    1 MiB up per iteration."""
     out = root / name
     out.mkdir(parents=True)
     doc = dict(scenario)
@@ -46,6 +54,8 @@ def make_run(root: Path, name: str, scenario: dict, curve: list[tuple[int, float
         "bytes_up": [it * 2**20 for it, _, _ in curve],
         "bytes_down": [it * 2**19 for it, _, _ in curve],
     }
+    if loss is not None:
+        rows["loss"] = loss
     pq.write_table(pa.table(rows), out / "metrics.parquet")
     accs = [acc for _, _, acc in curve]
     body = {
@@ -745,6 +755,28 @@ def test_a_last_k_longer_than_a_run_is_noted_in_the_report(tmp_path, capsys):
     )
     assert f"Note: {note}." in (out / "report.md").read_text()
     assert note in capsys.readouterr().err
+
+
+def test_a_run_whose_test_loss_became_nan_is_named_in_the_report(tmp_path, capsys):
+    """A diverged run evaluates at 10 % from then on; the tables keep it, and the report names it with the
+    iteration of its first non-finite loss (a loss that only rose, and one of +inf, are told apart)."""
+    root = tmp_path / "runs"
+    curve = [(0, 0.0, 0.1), (5, 10.0, 0.4), (10, 20.0, 0.1), (15, 30.0, 0.1)]
+    make_run(root, "fedbuff_s1", _scenario("fedbuff", 1), curve, loss=[2.3, 2.65, math.nan, math.nan])
+    make_run(root, "fedbuff_s2", _scenario("fedbuff", 2), curve, loss=[2.3, 1.9, 8.0, 9.5])  # high, finite
+    make_run(root, "fedbuff_s3", _scenario("fedbuff", 3), curve, loss=[2.3, 1.9, 1.7, math.inf])
+    out = tmp_path / "rep"
+    assert main(["report", str(root), "--out", str(out)]) == 0
+    note = (
+        "2 run(s) diverged, their test loss NaN or infinite from the iteration given on: fedbuff_s1 (seed 1, "
+        "iteration 10), fedbuff_s3 (seed 3, iteration 15); their accuracies count in the tables as evaluated"
+    )
+    text = (out / "report.md").read_text()
+    assert f"Note: {note}." in text
+    assert "| all runs | fedbuff | 3 | 10.00 ± 0.00 |" in text  # still in the means
+    assert note in capsys.readouterr().err
+    assert main(["report", str(root / "fedbuff_s2"), "--out", str(tmp_path / "one")]) == 0
+    assert "diverged" not in (tmp_path / "one" / "report.md").read_text()
 
 
 def test_long_method_labels_get_a_legend_under_the_axes(runs):
