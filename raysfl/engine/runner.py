@@ -49,6 +49,7 @@ from raysfl.engine.loop import Coordinator, ResumableSink, Sink, Totals, plain_s
 from raysfl.engine.policy_errors import ENGINE_REPORT_KEYS, REPORT_KEYS
 from raysfl.engine.provenance import processor_name, source_commit
 from raysfl.engine.rng import stream
+from raysfl.metrics.divergence import DivergenceNotice
 from raysfl.metrics.parquet import EventLog, MetricsLog, event_schema
 from raysfl.metrics.progress import ProgressLine
 from raysfl.metrics.tensorboard import TensorBoardSink
@@ -224,7 +225,7 @@ def _finite(obj: Any) -> Any:
 
 def _sinks(sc: Scenario, out: Path, config: dict[str, Any] | None) -> list[Sink]:
     """The run's output sinks; ``config`` (``config.toml``'s content) is shown in TensorBoard."""
-    sinks: list[Sink] = [MetricsLog(out / "metrics.parquet")]
+    sinks: list[Sink] = [MetricsLog(out / "metrics.parquet"), DivergenceNotice()]
     if sc.metrics.events:
         sinks.append(EventLog(out / "events.parquet", schema=event_schema(sc.algorithm_spec.event_columns)))
     if sc.metrics.tensorboard:
