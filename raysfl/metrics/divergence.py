@@ -12,8 +12,8 @@ class DivergenceNotice:
     """A sink that warns once, at the first evaluation whose test loss is not finite.
 
     From there on every evaluation is of the broken model (its accuracy at chance or below), while the run
-    spends its whole budget; a sweep's trial says so only in its numbers. ``raysfl report`` names such runs
-    too (:func:`raysfl.report.runs.diverged_at`).
+    spends its whole budget; without the warning only its numbers would say so. ``raysfl report`` names such
+    runs too (:func:`raysfl.report.runs.diverged_at`).
     """
 
     def __init__(self) -> None:
