@@ -759,7 +759,7 @@ def test_a_last_k_longer_than_a_run_is_noted_in_the_report(tmp_path, capsys):
 
 def test_a_run_whose_test_loss_became_nan_is_named_in_the_report(tmp_path, capsys):
     """A diverged run evaluates at 10 % from then on; the tables keep it, and the report names it with the
-    iteration of its first non-finite loss (a loss that only rose, and one of +inf, are told apart)."""
+    iteration of its first non-finite loss: NaN or +inf, not a high but finite loss."""
     root = tmp_path / "runs"
     curve = [(0, 0.0, 0.1), (5, 10.0, 0.4), (10, 20.0, 0.1), (15, 30.0, 0.1)]
     make_run(root, "fedbuff_s1", _scenario("fedbuff", 1), curve, loss=[2.3, 2.65, math.nan, math.nan])
