@@ -8,6 +8,12 @@ from collections.abc import Mapping
 from typing import Any
 
 
+def diverged(row: Mapping[str, Any]) -> bool:
+    """Whether an evaluation row's test loss is NaN or infinite (a row without a loss has not diverged)."""
+    loss = row.get("loss")
+    return loss is not None and not math.isfinite(float(loss))
+
+
 class DivergenceNotice:
     """A sink that warns once, at the first evaluation whose test loss is not finite.
 
@@ -30,13 +36,13 @@ class DivergenceNotice:
 
     def on_eval(self, row: dict[str, Any]) -> None:
         """Warn if this evaluation's test loss is NaN or infinite and no earlier one was."""
-        loss = row.get("loss")
-        if self.warned or loss is None or math.isfinite(float(loss)):
+        if self.warned or not diverged(row):
             return
         self.warned = True
         warnings.warn(
-            f"the test loss is {float(loss)} at global iteration {row.get('iteration')}: the model diverged, "
-            "and the run goes on with it (a smaller train.lr, or train.clip_grad_norm, can prevent it)",
+            f"the test loss is {float(row['loss'])} at global iteration {row.get('iteration')}: the model "
+            "diverged, and the run goes on with it "
+            "(a smaller train.lr, or train.clip_grad_norm, can prevent it)",
             stacklevel=2,
         )
 

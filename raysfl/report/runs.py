@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from raysfl.metrics.divergence import diverged
 from raysfl.run_files import RunDirError, printable, read_config, read_metrics, read_summary
 
 IGNORED = (
@@ -540,11 +541,7 @@ def diverged_at(run: Run) -> int | None:
     From there on the run evaluates a broken model (accuracy at chance or below), not a slow one; a report
     names such runs, since their accuracies still count in its means.
     """
-    for row in run.rows:
-        loss = row.get("loss")
-        if loss is not None and not math.isfinite(float(loss)):
-            return int(row["iteration"])
-    return None
+    return next((int(row["iteration"]) for row in run.rows if diverged(row)), None)
 
 
 def tail_mean(accuracies: Sequence[float] | np.ndarray, last: int) -> float | None:
