@@ -11,3 +11,33 @@ TINY_GAS = {
     "metrics": {"progress": False},
 }
 """A GAS run of a few seconds on the synthetic dataset: two global iterations of four active clients."""
+
+
+def tiny_gas_toml(global_iterations: int) -> str:
+    """A scenario file's text for a GAS run of seconds on the synthetic dataset (10 clients, 4 active,
+    LeNet-5, three local iterations), the base of the sweep tests' sweeps."""
+    return f"""
+name = "tiny"
+seed = 11
+[data]
+dataset = "synthetic"
+partition = "shard"
+synthetic_train = 600
+synthetic_test = 200
+[model]
+name = "lenet5"
+[federation]
+num_clients = 10
+active_clients = 4
+[train]
+global_iterations = {global_iterations}
+local_iterations = 3
+batch_size = 16
+[algorithm]
+name = "gas"
+[algorithm.params]
+q_s = 4
+q_c = 4
+[metrics]
+progress = false
+"""

@@ -9,31 +9,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-BASE = """
-name = "tiny"
-seed = 11
-[data]
-dataset = "synthetic"
-partition = "shard"
-synthetic_train = 600
-synthetic_test = 200
-[model]
-name = "lenet5"
-[federation]
-num_clients = 10
-active_clients = 4
-[train]
-global_iterations = 3
-local_iterations = 3
-batch_size = 16
-[algorithm]
-name = "gas"
-[algorithm.params]
-q_s = 4
-q_c = 4
-[metrics]
-progress = false
-"""
+from tests.scenarios import tiny_gas_toml
+
+BASE = tiny_gas_toml(global_iterations=3)
 
 SWEEP = """
 base = "tiny.toml"

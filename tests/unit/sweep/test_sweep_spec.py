@@ -9,32 +9,9 @@ from raysfl.config import ConfigError
 from raysfl.sweep.execute import SweepCommand, SweepResult, print_interrupted, print_outcome
 from raysfl.sweep.resources import trial_resources
 from raysfl.sweep.spec import load_sweep, set_dotted
+from tests.scenarios import tiny_gas_toml
 
-TINY = """
-name = "tiny"
-seed = 11
-[data]
-dataset = "synthetic"
-partition = "shard"
-synthetic_train = 600
-synthetic_test = 200
-[model]
-name = "lenet5"
-[federation]
-num_clients = 10
-active_clients = 4
-[train]
-global_iterations = 2
-local_iterations = 3
-batch_size = 16
-[algorithm]
-name = "gas"
-[algorithm.params]
-q_s = 4
-q_c = 4
-[metrics]
-progress = false
-"""
+TINY = tiny_gas_toml(global_iterations=2)  # the sweeps below [set] 3
 
 GOOD = """
 base = "scen/tiny.toml"
