@@ -25,7 +25,7 @@ in ``report.md``.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -302,6 +302,9 @@ def write_report(
             + ", ".join(f"{r.path.name} (seed {r.seed}, iteration {at})" for r, at in diverged)
             + "; their accuracies count in the tables as evaluated"
         )
+    legend = label_legend(algorithms)
+    if legend:
+        lines += ["", legend]
     if warnings:  # the report states them, not only the terminal
         lines += ["", "Note: " + "; ".join(warnings) + "."]
     paired_somewhere: set[str] = set()
@@ -405,6 +408,26 @@ def method_labels(groups: Sequence[Group], bound_keys: Sequence[str] = ()) -> di
             detail = ", ".join(part for part in parts if part)
             out[id(g)] = f"{name} ({detail})" if detail else name
     return out
+
+
+def label_legend(algorithms: Mapping[str, str]) -> str:
+    """A sentence naming the algorithm behind each method label that does not start with its name.
+
+    A sweep's link labels name methods their own way, and runs gathered from several sweeps keep each
+    sweep's labels: FedAvg may show as ``per_job``. ``algorithms`` maps each label of the report's method
+    column to its ``algorithm.name``. A label that starts with the name as a whole word (``gas``,
+    ``gas (generate=False)``, ``ca2fl_code_aliased`` for ca2fl) needs no legend. ``""`` when none does.
+
+    Example:
+        >>> label_legend({"gas": "gas", "per_job": "fedavg", "ca2fl_code": "ca2fl", "fsl_mc": "splitfed_v1"})
+        'Method labels of the sweeps and the algorithm each runs: `per_job` fedavg, `fsl_mc` splitfed_v1.'
+    """
+    named = [
+        f"`{lab}` {name}"
+        for lab, name in algorithms.items()
+        if name and not re.match(rf"{re.escape(name)}(?![A-Za-z0-9])", lab)
+    ]
+    return f"Method labels of the sweeps and the algorithm each runs: {', '.join(named)}." if named else ""
 
 
 def _sweep_labels(group: Group) -> str:

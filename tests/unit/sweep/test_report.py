@@ -16,7 +16,7 @@ import raysfl.report.student_t
 from raysfl.cli import main
 from raysfl.config import dumps_toml
 from raysfl.report.figures import accuracy_figure
-from raysfl.report.markdown import group_stats, method_labels
+from raysfl.report.markdown import group_stats, label_legend, method_labels
 from raysfl.report.runs import find_runs, group_runs, mean_curve
 
 
@@ -329,7 +329,25 @@ def test_a_sweeps_link_labels_name_its_methods(tmp_path):
     (root / "sweep.json").write_text(json.dumps({"trials": trials}))
     runs, _ = find_runs([root])
     groups = group_runs(runs)
-    assert sorted(method_labels(groups).values()) == ["fsl_mc", "gas", "oc"]
+    names = method_labels(groups)
+    assert sorted(names.values()) == ["fsl_mc", "gas", "oc"]
+    algorithms = {names[id(g)]: str(g.method["name"]) for g in groups}
+    legend = "Method labels of the sweeps and the algorithm each runs: `fsl_mc` splitfed_v1, `oc` gas."
+    assert label_legend(algorithms) == legend
+    out = tmp_path / "rep"
+    assert main(["report", str(root), "--out", str(out)]) == 0
+    assert f"\n{legend}\n" in (out / "report.md").read_text()
+
+
+def test_no_label_legend_when_every_label_starts_with_its_algorithm():
+    """Plain names and a method's variants (``gas (generate=False)``) name their algorithm already."""
+    variants = {"gas (generate=False)": "gas", "gas (generate=True)": "gas", "fedavg": "fedavg"}
+    assert label_legend(variants) == ""
+    assert label_legend({"fedavg_e5": "fedavg", "fedasync": "fedasync"}) == ""
+    # A longer word that only begins like the name does not name it.
+    assert label_legend({"fedavgm": "fedavg", "per_job": "fedavg"}) == (
+        "Method labels of the sweeps and the algorithm each runs: `fedavgm` fedavg, `per_job` fedavg."
+    )
 
 
 def _tiny_base(folder: Path) -> None:
@@ -910,6 +928,8 @@ def test_paired_takes_an_algorithms_name_for_the_one_label_its_runs_have(tmp_pat
     assert (
         "| ca2fl_code_aliased | +10.00 | +10.00 | +10.00 ± 0.00 (0.00) | [+10.00, +10.00] | 2 / 0 |" in text
     )
+    # Both labels start with their algorithm's name: no legend.
+    assert "Method labels" not in text
     assert main(["report", str(root), "--out", str(out), "--paired", "fedbuff vs fedavg"]) == 2
     assert "'fedbuff' is not a method of these runs; choose one of 'ca2fl_code_aliased', 'fedavg'" in (
         capsys.readouterr().err
