@@ -1,5 +1,9 @@
 """Scenarios shared by test modules of both suites (unit and integration)."""
 
+import copy
+
+from raysfl.config import dumps_toml
+
 TINY_GAS = {
     "name": "tiny-gas-ray",
     "seed": 11,
@@ -14,30 +18,10 @@ TINY_GAS = {
 
 
 def tiny_gas_toml(global_iterations: int) -> str:
-    """A scenario file's text for a GAS run of seconds on the synthetic dataset (10 clients, 4 active,
-    LeNet-5, three local iterations), the base of the sweep tests' sweeps."""
-    return f"""
-name = "tiny"
-seed = 11
-[data]
-dataset = "synthetic"
-partition = "shard"
-synthetic_train = 600
-synthetic_test = 200
-[model]
-name = "lenet5"
-[federation]
-num_clients = 10
-active_clients = 4
-[train]
-global_iterations = {global_iterations}
-local_iterations = 3
-batch_size = 16
-[algorithm]
-name = "gas"
-[algorithm.params]
-q_s = 4
-q_c = 4
-[metrics]
-progress = false
-"""
+    """A scenario file's text for a GAS run of seconds on the synthetic dataset, the base of the sweep tests'
+    sweeps: :data:`TINY_GAS` named "tiny", with ``global_iterations`` and GAS's default covariance."""
+    scenario = copy.deepcopy(TINY_GAS)
+    scenario["name"] = "tiny"
+    scenario["train"]["global_iterations"] = global_iterations
+    del scenario["algorithm"]["params"]["covariance"]
+    return dumps_toml(scenario)
