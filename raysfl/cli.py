@@ -677,6 +677,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             last=args.last or 0,
             paired=args.paired or (),
             metric=args.metric,
+            labels=args.label or (),
         )
     except (FileNotFoundError, ValueError) as err:
         raise UsageError(f"report: {err}") from None
@@ -823,6 +824,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="accuracy",
         metavar="COLUMN",
         help="the evaluation column to report: accuracy (default) or another *accuracy column (aux_accuracy)",
+    )
+    p.add_argument(
+        "--label",
+        action="append",
+        metavar="NAME=DIR",
+        help="name the method of the runs at or below DIR (a glob pattern is expanded) NAME, as a sweep's "
+        "link labels do; for runs made outside their sweep's folder; repeatable",
     )
     p.set_defaults(func=cmd_report)
 

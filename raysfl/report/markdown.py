@@ -195,6 +195,7 @@ def write_report(
     last: int = 0,
     paired: Sequence[str] = (),
     metric: str = "accuracy",
+    labels: Sequence[str] = (),
 ) -> Report:
     """Group the finished runs under ``paths``; write ``out_dir/report.md`` and its figures.
 
@@ -204,19 +205,20 @@ def write_report(
     difference to BASELINE only (:func:`raysfl.report.paired.parse_pairings`). ``metric`` is the
     evaluation column every accuracy column, table and figure reads: ``accuracy`` (the model's test
     accuracy) or another ``*accuracy`` column, such as CSE-FSL's ``aux_accuracy``; runs without it are
-    skipped.
+    skipped. ``labels`` (``NAME=DIR``) name the method of the runs under ``DIR``, as a sweep's link labels
+    do (:func:`raysfl.report.runs.parse_method_labels`).
 
     Raises:
         FileNotFoundError: a path that does not exist.
-        ValueError: no finished run was found (the message lists what was skipped and why), or
-            a ``paired`` name is not one of the methods' labels, or ``metric`` is not an accuracy column of
-            the runs (the messages list the choices).
+        ValueError: a ``labels`` entry that is malformed or names no run, or no finished run was found
+            (the message lists what was skipped and why), or a ``paired`` name is not one of the methods'
+            labels, or ``metric`` is not an accuracy column of the runs (the messages list the choices).
     """
     if x not in UNITS:
         raise ValueError(f"--x: {x!r} is not an axis; choose one of {', '.join(UNITS)}")
     if last < 0:
         raise ValueError(f"--last: {last} must be >= 1 (evaluations at the end of each run)")
-    runs, skipped = find_runs(paths)
+    runs, skipped = find_runs(paths, labels)
     if not runs:
         why = "; ".join(f"{p}: {reason}" for p, reason in skipped[:8])
         raise ValueError(

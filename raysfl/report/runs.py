@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import glob
 import json
 import math
 import os
@@ -381,14 +382,57 @@ def finished_run_dirs(
     return finished, skipped
 
 
-def find_runs(paths: Sequence[str | Path]) -> tuple[list[Run], list[tuple[Path, str]]]:
+def parse_method_labels(specs: Sequence[str]) -> list[tuple[str, list[Path]]]:
+    """``--label NAME=DIR`` entries of ``raysfl report``: each name with the directories whose runs it names.
+
+    A run's method is named by its sweep's link labels; runs made outside a sweep folder (a rerun of one
+    seed, say) have none and are named by their algorithm. ``NAME=DIR`` names every run at or below ``DIR``
+    ``NAME`` instead. ``DIR`` may be a glob pattern (``runs/sweep/fedbuff_code_*``), expanded here.
+
+        >>> parse_method_labels([])
+        []
+
+    Raises:
+        ValueError: naming ``--label``, for an entry without ``=``, an empty name, or a ``DIR`` that names
+            no directory.
+    """
+    parsed: list[tuple[str, list[Path]]] = []
+    for spec in specs:
+        name, sep, pattern = spec.partition("=")
+        name = name.strip()
+        if not sep or not name or not pattern:
+            raise ValueError(f"--label: {spec!r} is not NAME=DIR (e.g. fedbuff_code=runs/rerun)")
+        dirs = sorted(Path(p) for p in glob.glob(pattern) if Path(p).is_dir())
+        if not dirs:
+            raise ValueError(f"--label: {pattern!r} ({name}) names no directory")
+        parsed.append((name, [d.resolve() for d in dirs]))
+    return parsed
+
+
+def _given_label(run_dir: Path, labels: Sequence[tuple[str, list[Path]]]) -> str | None:
+    """The ``--label`` name of the run in ``run_dir``, if any (:func:`parse_method_labels`)."""
+    where = run_dir.resolve()
+    names = {name for name, dirs in labels if any(d == where or d in where.parents for d in dirs)}
+    if len(names) > 1:
+        raise ValueError(f"--label: the run in {run_dir} is named {' and '.join(sorted(names))}; give it one")
+    return names.pop() if names else None
+
+
+def find_runs(
+    paths: Sequence[str | Path], labels: Sequence[str] = ()
+) -> tuple[list[Run], list[tuple[Path, str]]]:
     """The finished runs under ``paths`` and, for every run left out (unfinished, failed), why.
 
-    A sweep's output directory also names the trials that failed before writing anything.
+    A sweep's output directory also names the trials that failed before writing anything. ``labels`` are
+    ``NAME=DIR`` entries (:func:`parse_method_labels`) that name the method of the runs under ``DIR``,
+    over any sweep's link labels.
 
     Raises:
         FileNotFoundError: a path that does not exist.
+        ValueError: a ``labels`` entry that is malformed, names a run twice, or names none of the runs.
     """
+    given = parse_method_labels(labels)
+    named: set[str] = set()
     runs: list[Run] = []
     skipped: list[tuple[Path, str]] = []
     for item in paths:
@@ -402,11 +446,17 @@ def find_runs(paths: Sequence[str | Path]) -> tuple[list[Run], list[tuple[Path, 
             except RunDirError as err:
                 skipped.append((run_dir, str(err)))
                 continue
-            labels = method_axis_labels(trial or {})
-            if labels:
-                run.info["labels"] = labels  # the sweep's names for this trial's method
+            own = _given_label(run_dir, given)
+            axis_labels = {"method": own} if own else method_axis_labels(trial or {})
+            if axis_labels:
+                run.info["labels"] = axis_labels  # the sweep's (or --label's) names for this run's method
+            if own:
+                named.add(own)
             runs.append(run)
         skipped += left_out
+    unused = [name for name, _ in given if name not in named]
+    if unused:
+        raise ValueError(f"--label: {', '.join(unused)} names none of the finished runs under the DIRs given")
     return runs, skipped
 
 

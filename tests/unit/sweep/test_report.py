@@ -950,3 +950,54 @@ def test_sweep_json_records_which_keys_each_labelled_axis_sets(tmp_path):
     assert entry["labels"] == {"method": "mc", "data": "iid"}
     assert entry["label_keys"] == {"method": ["algorithm.name"], "data": ["data.partition"]}
     assert raysfl.report.runs.method_axis_labels(entry) == {"method": "mc"}
+
+
+def test_label_names_the_runs_made_outside_their_sweeps_folder(tmp_path):
+    """`--label NAME=DIR` names loose runs (reruns of one seed) as their sweep's link labels would."""
+    sweep = tmp_path / "sweep"
+    trials = {}
+    for seed in (1, 2):
+        make_run(sweep, f"fedbuff_code_{seed}", _scenario("fedbuff", seed), [(0, 0.0, 0.1), (1, 10.0, 0.5)])
+        trials[f"fedbuff_code_{seed}"] = {"status": "finished", "labels": {"method": "fedbuff_code"}}
+    (sweep / "sweep.json").write_text(json.dumps({"trials": trials}))
+    loose = tmp_path / "reruns"
+    make_run(loose, "fedbuff_code_3", _scenario("fedbuff", 3), [(0, 0.0, 0.1), (1, 10.0, 0.3)])
+    make_run(loose, "fedavg_3", _scenario("fedavg", 3), [(0, 0.0, 0.1), (1, 10.0, 0.6)])
+
+    def names(labels=()):
+        found, _ = find_runs([sweep, loose], labels)
+        return {r.path.name: r.info.get("labels") for r in found}
+
+    # Without --label the rerun has no sweep label: its group's labels differ and it is named "fedbuff".
+    assert names()["fedbuff_code_3"] is None
+    assert sorted(method_labels(group_runs(find_runs([sweep, loose])[0])).values()) == ["fedavg", "fedbuff"]
+    # A glob pattern, expanded by raysfl, picks the rerun and not FedAvg's run beside it.
+    labelled = names([f"fedbuff_code={loose}/fedbuff_code_*"])
+    assert labelled["fedbuff_code_3"] == {"method": "fedbuff_code"}
+    assert labelled["fedavg_3"] is None
+    out = tmp_path / "rep"
+    pattern = f"fedbuff_code={loose}/fedbuff_code_*"
+    assert main(["report", str(sweep), str(loose), "--out", str(out), "--label", pattern]) == 0
+    text = (out / "report.md").read_text()
+    assert "| fedbuff_code | 3 |" in text
+    # A label given over a sweep's own link labels wins.
+    assert names([f"buffered={sweep}"])["fedbuff_code_1"] == {"method": "buffered"}
+
+
+def test_label_errors_name_the_flag(tmp_path, capsys):
+    root = tmp_path / "runs"
+    make_run(root, "fedavg_1", _scenario("fedavg", 1), [(0, 0.0, 0.1), (1, 10.0, 0.5)])
+    (tmp_path / "empty").mkdir()
+    cases = {
+        "fedavg": "is not NAME=DIR",
+        "=runs": "is not NAME=DIR",
+        f"x={tmp_path}/nothing_*": "names no directory",
+        f"x={tmp_path / 'empty'}": "x names none of the finished runs",
+    }
+    for spec, message in cases.items():
+        assert main(["report", str(root), "--out", str(tmp_path / "rep"), "--label", spec]) == 2
+        err = capsys.readouterr().err
+        assert "--label" in err and message in err, (spec, err)
+    twice = ["--label", f"a={root}", "--label", f"b={root / 'fedavg_1'}"]
+    assert main(["report", str(root), "--out", str(tmp_path / "rep"), *twice]) == 2
+    assert "is named a and b" in capsys.readouterr().err
