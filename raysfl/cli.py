@@ -593,6 +593,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def seed_list(text: str) -> list[int]:
+    """``--seeds 1,2,3``: the seeds, in order (``"1, 2,3"`` is ``[1, 2, 3]``)."""
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integer seeds") from None
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Run a sweep file's trials through Ray Tune (``--dry-run``: list them with their resources)."""
     import os
@@ -613,7 +621,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     path = shipped(args.sweep)
     if not path.is_file():
         raise UsageError(f"sweep file {args.sweep} not found")
-    sweep = load_sweep(path)
+    sweep = load_sweep(path, seeds=args.seeds)
     if args.max_concurrent is not None and args.max_concurrent < 1:
         raise UsageError(f"--max-concurrent: {args.max_concurrent} must be >= 1")
     if args.resume and not args.out:
@@ -640,7 +648,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         to_run = resume_plan(sweep, out.resolve()) if args.resume else None
         print(dry_run_text(sweep, cluster, out, args.max_concurrent, args.trial_cpus, nodes, to_run))
         return 0
-    how = SweepCommand(args.sweep, args.trial_cpus, address, args.data_dir, args.max_concurrent)
+    how = SweepCommand(args.sweep, args.trial_cpus, address, args.data_dir, args.max_concurrent, args.seeds)
     try:
         result = run_sweep(
             sweep,
@@ -790,6 +798,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         help="CPUs each trial reserves (default: its actors' threads); less packs more trials at once, for "
         "trials whose actors mostly wait (GAS: --trial-cpus 1 runs 2 at once on 2 cores); numbers unchanged",
+    )
+    p.add_argument(
+        "--seeds",
+        type=seed_list,
+        metavar="S1,S2,...",
+        help="run the trials with these seeds instead of the file's [grid] seed axis (more seeds of a sweep "
+        "without a copy of its file; repeat it with --resume)",
     )
     p.add_argument("--resume", action="store_true", help="continue the sweep in --out where it stopped")
     p.add_argument("--dry-run", action="store_true", help="list the trials and their resources; run nothing")

@@ -687,11 +687,13 @@ class SweepCommand:
     address: str | None = None
     data_dir: str | None = None
     max_concurrent: int | None = None
+    seeds: Sequence[int] | None = None
 
     def resume(self, out: Path) -> str:
         """The command that continues the sweep in ``out``, with the options that change where or how."""
         return (
             f"raysfl sweep {self.sweep_path} --out {out} --resume"
+            + (f" --seeds {','.join(map(str, self.seeds))}" if self.seeds is not None else "")
             + (f" --trial-cpus {self.trial_cpus:g}" if self.trial_cpus is not None else "")
             + (f" --max-concurrent {self.max_concurrent}" if self.max_concurrent else "")
             + (f" --data-dir {self.data_dir}" if self.data_dir else "")
@@ -702,8 +704,8 @@ class SweepCommand:
 def print_outcome(result: SweepResult, command: SweepCommand) -> int:
     """Print what became of the trials; the exit status (0 all finished, 1 some failed, 130 unfinished).
 
-    The command it suggests for unfinished trials repeats ``--trial-cpus``, ``--max-concurrent``,
-    ``--data-dir`` and ``--address`` when the sweep was given them.
+    The command it suggests for unfinished trials repeats ``--seeds``, ``--trial-cpus``,
+    ``--max-concurrent``, ``--data-dir`` and ``--address`` when the sweep was given them.
     """
     print(f"sweep: {len(result.finished)} trial(s) finished, outputs in {result.out}")
     for name, error in result.failed.items():

@@ -39,7 +39,7 @@ import copy
 import itertools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -218,17 +218,20 @@ def _trial_name(labels: list[str]) -> str:
     return name[:_MAX_NAME]
 
 
-def load_sweep(path: str | Path) -> Sweep:
+def load_sweep(path: str | Path, seeds: Sequence[int] | None = None) -> Sweep:
     """Read, check and expand a sweep file; one :class:`ConfigError` lists every problem it finds.
 
     Problems found: a scenario given as a sweep file, unknown top-level keys, a missing or invalid base
     scenario, empty axes, linked axes of different lengths, an axis key set twice, a point listed twice,
     duplicate trial names, and every trial whose scenario does not validate (each problem prefixed with
-    the trial's name).
+    the trial's name). ``seeds`` (``raysfl sweep --seeds``) replaces the file's ``[grid]`` seed axis, or adds
+    one (:func:`override_seeds`).
     """
     p = Path(path)
     raw = read_toml(p, kind="sweep file")
     problems: list[str] = []
+    if seeds is not None:
+        override_seeds(raw, seeds, problems)
     if "base" not in raw and {"data", "model", "train", "algorithm"} & set(raw):
         problems.append(
             f"{p} is a scenario, not a sweep file: run it with `raysfl run {p}`, or sweep it from a sweep "
@@ -298,6 +301,34 @@ def load_sweep(path: str | Path) -> Sweep:
     if problems:
         raise ConfigError(problems, source=str(p), kind="sweep file")
     return Sweep(p, str(name), str(description), base_path, dict(settings), tuple(axes), tuple(trials))
+
+
+def override_seeds(raw: dict[str, Any], seeds: Sequence[int], problems: list[str]) -> None:
+    """``--seeds``: run the sweep file's trials with ``seeds`` instead of its own seed axis.
+
+    More seeds of a finished sweep are the same file with another seed axis; this saves a copy of it. The
+    ``[grid]`` axis ``seed`` takes the values where the file has it (the trials keep their order); otherwise
+    it is added as the last ``[grid]`` axis, and a file without ``[grid]`` gets one after its ``[link.*]``
+    tables (so its trial names end in ``_seedN``). A seed set in
+    ``[set]`` or in a ``[link.*]`` table together with other keys cannot be replaced alone: a problem.
+    """
+    if not seeds:
+        problems.append("--seeds: give at least one seed")
+    bad = [s for s in seeds if isinstance(s, bool) or not isinstance(s, int) or s < 0]
+    if bad:
+        problems.append(f"--seeds: {', '.join(map(repr, bad))} not a seed; seeds are integers >= 0")
+    settings = raw.get("set")
+    if isinstance(settings, Mapping) and "seed" in settings:
+        problems.append("--seeds: set.seed fixes every trial's seed; remove it from [set] to sweep seeds")
+    links = raw.get("link")
+    for name, table in links.items() if isinstance(links, Mapping) else ():
+        if isinstance(table, Mapping) and "seed" in table:
+            problems.append(
+                f"--seeds: link.{name} sets the seed together with other keys; edit the sweep file instead"
+            )
+    grid = raw.setdefault("grid", {})
+    if isinstance(grid, dict):
+        grid["seed"] = list(seeds)
 
 
 def _repeated_points(axis: Axis) -> list[str]:

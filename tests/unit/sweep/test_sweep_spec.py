@@ -786,3 +786,50 @@ def test_a_local_sweep_whose_data_this_machine_cannot_reach_is_refused_before_ra
     assert "Fashion-MNIST (fashion-mnist): no readable copy found" in err and "Traceback" not in err
     assert "disabled (data.download = false)" in err and str(tmp_path / "empty") in err
     assert not out.exists()
+
+
+def test_seeds_replace_the_files_seed_axis_in_place(tmp_path):
+    """``--seeds``: more seeds of a sweep without a copy of its file; the trials keep the file's order."""
+    path = _write(tmp_path, GOOD)
+    sweep = load_sweep(path, seeds=[7, 8])
+    names = [t.name for t in sweep.trials]
+    assert len(names) == 2 * 2 * 2
+    assert names[:3] == ["gas_seed7_lr0.01", "gas_seed7_lr0.05", "gas_seed8_lr0.01"]
+    assert {t.scenario.seed for t in sweep.trials} == {7, 8}
+    assert [t.name for t in load_sweep(path).trials][0] == "gas_seed1_lr0.01"  # the file is unchanged
+
+
+def test_seeds_are_added_as_a_last_axis_when_the_file_has_none(tmp_path):
+    no_grid = GOOD.split("[grid]")[0]
+    names = [t.name for t in load_sweep(_write(tmp_path, no_grid), seeds=[4, 5]).trials]
+    assert names == ["gas_seed4", "gas_seed5", "fedavg_seed4", "fedavg_seed5"]
+    lr_only = GOOD.replace("seed = [1, 2, 3]\n", "")
+    names = [t.name for t in load_sweep(_write(tmp_path, lr_only, "lr.toml"), seeds=[4]).trials]
+    assert names[:2] == ["gas_lr0.01_seed4", "gas_lr0.05_seed4"]
+
+
+def test_seeds_that_cannot_replace_the_files_seed_are_refused_naming_the_flag(tmp_path, capsys):
+    fixed = GOOD.replace("[set]\n", "[set]\nseed = 3\n").replace("seed = [1, 2, 3]\n", "")
+    no_seed = GOOD.replace("seed = [1, 2, 3]\n", "")
+    linked = no_seed.replace("[link.method]\n", "[link.method]\nseed = [1, 2]\n")
+    cases = [(fixed, [1], "set.seed fixes every trial's seed"), (linked, [1], "link.method sets the seed")]
+    cases += [(GOOD, [], "give at least one seed"), (GOOD, [-1], "seeds are integers >= 0")]
+    for i, (text, seeds, message) in enumerate(cases):
+        with pytest.raises(ConfigError, match="--seeds: ") as err:
+            load_sweep(_write(tmp_path, text, f"bad{i}.toml"), seeds=seeds)
+        assert message in str(err.value)
+    with pytest.raises(SystemExit) as exit_info:  # argparse's usage error
+        main(["sweep", str(_write(tmp_path, GOOD)), "--dry-run", "--seeds", "1,x"])
+    assert exit_info.value.code == 2
+    assert "--seeds: '1,x' is not a comma-separated list of integer seeds" in capsys.readouterr().err
+
+
+def test_seeds_reach_the_dry_run_and_the_resume_command(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("raysfl.sweep.execute.local_resources", lambda: {"CPU": 2.0, "GPU": 0.0})
+    path = _write(tmp_path, GOOD)
+    assert main(["sweep", str(path), "--dry-run", "--out", str(tmp_path / "o"), "--seeds", "11,12"]) == 0
+    text = capsys.readouterr().out
+    assert "8 trials of tiny.toml" in text and "gas_seed11_lr0.01" in text and "seed1_" not in text
+    unfinished = SweepResult(tmp_path / "o", finished=[], failed={}, unfinished=["gas_seed11_lr0.01"])
+    assert print_outcome(unfinished, SweepCommand("s.toml", 1.0, seeds=[11, 12])) == 130
+    assert f"--out {tmp_path / 'o'} --resume --seeds 11,12 --trial-cpus 1`" in capsys.readouterr().err
