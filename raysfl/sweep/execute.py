@@ -264,7 +264,8 @@ def _check_same_sweep(out: Path, plan_doc: dict[str, Any]) -> None:
         more = " (new trials, such as more seeds, can run into another --out; `raysfl report` takes both)"
         raise SweepStateError(
             f"--resume: the sweep file no longer describes the sweep in {out}: {'; '.join(parts)}. Resume "
-            f"with the sweep file it was started with, or use another --out{more if added else ''}."
+            f"with the sweep file (and --seeds) it was started with, or use another --out"
+            f"{more if added else ''}."
         )
 
 

@@ -833,3 +833,20 @@ def test_seeds_reach_the_dry_run_and_the_resume_command(tmp_path, capsys, monkey
     unfinished = SweepResult(tmp_path / "o", finished=[], failed={}, unfinished=["gas_seed11_lr0.01"])
     assert print_outcome(unfinished, SweepCommand("s.toml", 1.0, seeds=[11, 12])) == 130
     assert f"--out {tmp_path / 'o'} --resume --seeds 11,12 --trial-cpus 1`" in capsys.readouterr().err
+
+
+def test_a_resume_without_the_seeds_it_started_with_is_refused_saying_so(tmp_path):
+    """A sweep recorded with ``--seeds 7,8`` plans other trials than the bare file: refused, naming it."""
+    import json
+
+    from raysfl.report.runs import SWEEP_STATUS
+    from raysfl.sweep.execute import SweepStateError, _plan_doc, plan, resume_plan
+
+    path = _write(tmp_path, GOOD)
+    with_seeds = load_sweep(path, seeds=[7, 8])
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / SWEEP_STATUS).write_text(json.dumps(_plan_doc(with_seeds, plan(with_seeds, {"CPU": 2.0}))))
+    assert len(resume_plan(load_sweep(path, seeds=[7, 8]), out)) == 8  # the same seeds: every trial to run
+    with pytest.raises(SweepStateError, match=r"Resume with the sweep file \(and --seeds\) it was started"):
+        resume_plan(load_sweep(path), out)
