@@ -67,6 +67,7 @@ DESCRIPTIONS = {
     "server.stats": "statistics updates (mean / covariance)",
     "server.cholesky": "covariance factorisations (Cholesky)",
     "server.sample": "sampling of generated activations",
+    "server.dissimilarity": "gradient-dissimilarity measurements (GAS diagnostic)",
     "server.aggregate": "aggregation of client models",
     "eval.forward": "test-set evaluation passes",
     "ray.deserialize_arguments": "Ray: fetch + unpickle call arguments (object store)",

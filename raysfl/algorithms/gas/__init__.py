@@ -15,6 +15,7 @@ from raysfl.algorithms.common.costs import SplitCosts
 from raysfl.algorithms.common.optim import shared_optimizer_single_pool
 from raysfl.algorithms.common.split_client import SplitClient, SplitClientState
 from raysfl.algorithms.common.transforms import train_transform
+from raysfl.algorithms.gas.dissimilarity import GradientDissimilarity
 from raysfl.algorithms.gas.generate import GaussianSampler
 from raysfl.algorithms.gas.lowrank import LowRankSampler
 from raysfl.algorithms.gas.params import GASParams
@@ -136,6 +137,7 @@ SPEC = AlgorithmSpec(
         SplitClientState,
         BatchCursor,
         GASServer,
+        GradientDissimilarity,
         LabelGaussians,
         GaussianSampler,
         LowRankSampler,

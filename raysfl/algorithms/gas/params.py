@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raysfl.config import option
+from raysfl.config import Above, option
 
 _GENERATING = {"generate": (True,)}
 """The statistics, sampling and weighting options are read only when activations are generated."""
@@ -117,6 +117,20 @@ class GASParams:
         "per-job",
         choices=("per-job", "shared"),
         doc="client momentum starts fresh with each job [A], or one buffer carried across all clients [C]",
+    )
+
+    dissimilarity_every: int = option(
+        0,
+        ge=0,
+        doc="measure the server update's gradient dissimilarity ‖∇F_s − ∇F‖² (Assumption 3, Lemma 1, "
+        "Fig. 2(a)) every N server updates; 0 = never. A diagnostic: the run's numbers stay the same "
+        "(raysfl.algorithms.gas.dissimilarity)",
+    )
+    dissimilarity_samples: int = option(
+        1280,
+        ge=1,
+        doc="test rows of the fixed reference sample that estimates ∇F (the code: 10 × 128 fresh rows) [A]",
+        applies={"dissimilarity_every": Above(0)},
     )
 
     def __post_init__(self) -> None:

@@ -13,6 +13,7 @@ Contract:
                                                           client-side model for the next selected client
     ``client_weights() -> w_c``                            the current aggregated client-side model
     ``evaluate() -> dict``                                 test accuracy/loss of [w_c, w_s] plus counters
+                                                          (and the gradient dissimilarity when measured)
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from raysfl.algorithms.common.device import (
 )
 from raysfl.algorithms.common.evaluate import evaluate_split
 from raysfl.algorithms.common.optim import clip, make_optimizer
+from raysfl.algorithms.gas.dissimilarity import GradientDissimilarity
 from raysfl.algorithms.gas.generate import GaussianSampler, generation_counts, log_prior, staleness_weight
 from raysfl.algorithms.gas.lowrank import LowRankSampler
 from raysfl.algorithms.gas.params import GASParams
@@ -45,6 +47,9 @@ Batch = tuple[torch.Tensor, torch.Tensor]
 
 class GASServer:
     """Server-side state and updates of GAS. Pure torch: unit-testable without Ray."""
+
+    dissimilarity: GradientDissimilarity | None = None
+    """The gradient-dissimilarity meter, when ``dissimilarity_every`` is set (also for older checkpoints)."""
 
     def __init__(
         self,
@@ -84,6 +89,13 @@ class GASServer:
         self._progress_total = 1  # code-mode counters (specs/gas.md §10.6)
         self._progress_totals = [1]  # the count after each aggregation: index = model version
         self._progress_client: dict[int, int] = {}
+        self.dissimilarity = (
+            GradientDissimilarity(
+                self.p.dissimilarity_every, self.p.dissimilarity_samples, test_x, test_y, seed
+            )
+            if self.p.dissimilarity_every
+            else None
+        )
 
     # --- step ② ③ ④ -------------------------------------------------------------------------------
     def on_activations(self, client: int, batch: Batch, version: int, e: int) -> torch.Tensor:
@@ -190,6 +202,11 @@ class GASServer:
                 ys.append(gen_y)
                 self.generated_total += len(gen_y)
         x, y = torch.cat(xs), torch.cat(ys)
+        if self.dissimilarity is not None and self.dissimilarity.due(self.server_updates):
+            with profiling.section("server.dissimilarity"):
+                load_into(self.client_model, self.global_client)
+                real = (real_x, real_y) if len(xs) > 1 else None
+                self.dissimilarity.measure(self.client_model, self.server_model, (x, y), real)
         with profiling.section("server.update", len(y)):
             self.server_model.train()
             self.optimizer.zero_grad(set_to_none=True)
@@ -242,4 +259,5 @@ class GASServer:
             "server_updates": self.server_updates,
             "aggregations": self.aggregations,
             "generated": self.generated_total,
+            **(self.dissimilarity.report() if self.dissimilarity is not None else {}),
         }
