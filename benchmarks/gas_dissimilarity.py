@@ -3,8 +3,9 @@
 Reads runs made with ``algorithm.params.dissimilarity_every`` set (a sweep's output, such as
 ``scenarios/repro/gas/fmnist_s2_fig2.sweep.toml``'s) and writes, into ``--out``:
 
-- ``dissimilarity.md``: per evaluation, mean ± std over seeds of ‖∇F_s − ∇F‖² for every method's update batch
-  and, for runs that generate, for the same steps' real activations alone; per seed the geometric mean over
+- ``dissimilarity.md``: per evaluation, mean ± std over seeds of ‖∇F_s − ∇F‖² for every method's update batch,
+  for runs that generate for the same steps' real activations alone, and for the control batch (as many iid
+  test rows as the update's batch: its sampling noise without bias); per seed the geometric mean over
   the run's evaluations of each, absolute and relative to ‖∇F‖²; within each generating run log10(real /
   A_concat) (Lemma 1 at equal w_s), and across runs log10 of a run without generation's relative
   dissimilarity over a generating run's, paired by seed, each with its 95 % Student-t interval;
@@ -31,7 +32,17 @@ from raysfl.report.runs import Run, find_runs, mean_curve
 from raysfl.report.student_t import student_t_quantile
 from raysfl.safe_write import replace_file, replace_text
 
-BATCH, REAL, SCALE = "grad_dissimilarity", "grad_dissimilarity_real", "grad_reference_norm2"
+BATCH, REAL, CONTROL, SCALE = (
+    "grad_dissimilarity",
+    "grad_dissimilarity_real",
+    "grad_dissimilarity_iid",
+    "grad_reference_norm2",
+)
+SUFFIX = {
+    BATCH: " (update batch)",
+    REAL: " (real activations only)",
+    CONTROL: " (control: iid rows, same size)",
+}
 
 
 def method_of(run: Run) -> str:
@@ -45,21 +56,24 @@ def generates(run: Run) -> bool:
 
 
 def series(runs: Sequence[Run]) -> dict[str, dict[int, Run]]:
-    """Curve name → seed → run: ``METHOD`` (the update batch) and ``METHOD, real only`` where it generates."""
+    """Curve name → seed → run: each method's update batch, its real activations alone where it generates,
+    and its control batch where the runs measured one (:data:`SUFFIX`)."""
     out: dict[str, dict[int, Run]] = defaultdict(dict)
     for run in runs:
         if not len(run.curve("iteration", BATCH)[1]):
             continue  # not measured
         name = method_of(run)
-        out[f"{name} (update batch)"][run.seed] = run
-        if generates(run):
-            out[f"{name} (real activations only)"][run.seed] = run
+        for metric in (BATCH, REAL, CONTROL):
+            if metric == REAL and not generates(run):
+                continue
+            if len(run.curve("iteration", metric)[1]):
+                out[name + SUFFIX[metric]][run.seed] = run
     return dict(out)
 
 
 def column(name: str) -> str:
     """The metrics column a curve name reads."""
-    return REAL if name.endswith("(real activations only)") else BATCH
+    return next(metric for metric, suffix in SUFFIX.items() if name.endswith(suffix))
 
 
 def _pm(values: Sequence[float]) -> str:
@@ -75,7 +89,7 @@ def per_evaluation_table(curves: dict[str, dict[int, Run]]) -> list[str]:
     scales = [n for n in names if column(n) == BATCH]  # one per method
     runs = [r for by_seed in curves.values() for r in by_seed.values()]
     iterations = sorted({int(i) for r in runs for i in r.curve("iteration", BATCH)[0]})
-    head = " | ".join([*names, *(f"‖∇F‖², {n.removesuffix(' (update batch)')}" for n in scales)])
+    head = " | ".join([*names, *(f"‖∇F‖², {n.removesuffix(SUFFIX[BATCH])}" for n in scales)])
     lines = [f"| iteration | {head} |", "|" + "---|" * (len(names) + len(scales) + 1)]
     for it in iterations:
         cells = [_pm(values_at(curves[n], column(n), it)) for n in names]
@@ -155,6 +169,30 @@ def lemma1_lines(runs: Sequence[Run]) -> list[str]:
     return lines
 
 
+def noise_floor_lines(runs: Sequence[Run]) -> list[str]:
+    """Per method: log10(update batch / control) per seed and over seeds: the bias above sampling noise.
+
+    0 means the update's batch is as close to ∇F as iid rows of its size; each unit above is a factor 10.
+    """
+    by_method: dict[str, list[Run]] = defaultdict(list)
+    for run in runs:
+        if len(run.curve("iteration", CONTROL)[1]):
+            by_method[method_of(run)].append(run)
+    lines = []
+    for name, group in by_method.items():
+        per_seed = []
+        for run in sorted(group, key=lambda r: r.seed):
+            (bx, by), (cx, cy) = run.curve("iteration", BATCH), run.curve("iteration", CONTROL)
+            at = dict(zip(cx.tolist(), cy.tolist(), strict=True))
+            pairs = [(b, at[x]) for x, b in zip(bx.tolist(), by.tolist(), strict=True) if x in at]
+            per_seed.append(float(np.mean([math.log10(b / c) for b, c in pairs])))
+        lines.append(
+            f"- {name}: mean log10(update batch / control) per seed "
+            f"{', '.join(f'{v:+.3f}' for v in per_seed)}; over seeds {interval(per_seed)}."
+        )
+    return lines or ["- (no run measured a control batch: the test set had no rows outside the reference)"]
+
+
 def across_runs_lines(curves: dict[str, dict[int, Run]]) -> list[str]:
     """Each generating method's update batch against each other method's, relative to ‖∇F‖², paired by seed.
 
@@ -198,7 +236,8 @@ def figure(curves: dict[str, dict[int, Run]], path: Path) -> None:
                 xs, ys = run.curve("iteration", column(name))
                 pts.append((xs, ys / run.curve("iteration", SCALE)[1] if relative else ys))
             x, mean, lo, hi = mean_curve(pts)
-            (line,) = ax.plot(x, mean, label=f"{name}, {len(pts)} seeds")
+            style = ":" if column(name) == CONTROL else "-"
+            (line,) = ax.plot(x, mean, style, label=f"{name}, {len(pts)} seeds")
             ax.fill_between(x, lo, hi, alpha=0.2, color=line.get_color())
         ax.set_yscale("log")
         ax.set_xlabel("global iteration")
@@ -249,6 +288,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "## Lemma 1 within each run (the same server model, with and without the generated rows)",
         "",
         *lemma1_lines(runs),
+        "",
+        "## Above the sampling noise (each update batch against its control batch of iid test rows)",
+        "",
+        *noise_floor_lines(runs),
         "",
         "## Across runs (each run's own trajectory, as Fig. 2(a) compares them)",
         "",

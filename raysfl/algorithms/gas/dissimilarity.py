@@ -8,6 +8,8 @@ starts from:
 
 - ∇F_s on the update's batch A_concat (eq. (5)), and on its real activations alone (the batch plain async SFL
   would have used), both at the same w_s, so one run shows what generation changes in that very step;
+- a control: ∇ on as many other test rows as the update's batch, drawn afresh each time, through w_c: the
+  sampling noise alone of a batch that size, which a larger batch lowers whatever its bias;
 - ∇F on a fixed reference sample of the test set passed through the current aggregated client model w_c.
   The GAS code estimates it on 10 fresh test minibatches of 128 (specs/gas.md §10.8) [C]; a fixed sample
   of the same 1280 rows by default [A] takes the sampling noise of the reference out of the comparison over
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -61,14 +64,23 @@ class GradientDissimilarity:
     def __init__(
         self, every: int, samples: int, test_x: torch.Tensor, test_y: torch.Tensor, seed: int
     ) -> None:
-        """Draw the reference sample: ``samples`` test rows (all of them if fewer), fixed by ``seed``."""
+        """Draw the reference sample: ``samples`` test rows (all of them if fewer), fixed by ``seed``.
+
+        The other test rows are the pool of the control batches (:meth:`measure`).
+        """
         order = torch.randperm(len(test_y), generator=torch.Generator().manual_seed(seed))
-        rows = order[: min(samples, len(test_y))].sort().values.to(test_y.device)
+        take = min(samples, len(test_y))
+        rows = order[:take].sort().values.to(test_y.device)
         self.every = every
+        self.seed = seed
         self.reference = (test_x[rows], test_y[rows])
-        device = test_y.device
-        self._sums = torch.zeros(3, dtype=torch.float64, device=device)  # update batch, real only, ‖∇F‖²
+        self.test = (test_x, test_y)
+        self.pool = order[take:]  # on the CPU: drawing from it reads nothing back from the device
+        # update batch, real only, iid control, ‖∇F‖²
+        self._sums = torch.zeros(4, dtype=torch.float64, device=test_y.device)
         self._count = 0
+        self._control_count = 0
+        self._measured = 0  # over the whole run: each control batch's draw is a function of it
 
     def due(self, update_index: int) -> bool:
         """Whether the server update with this 0-based index is measured (the first one always is)."""
@@ -84,9 +96,13 @@ class GradientDissimilarity:
         """Add one measurement at the current w_s; ``client_model`` holds w_c.
 
         ``batch`` is the update's A_concat with its labels; ``real`` its real activations alone, or
-        ``None`` when the batch holds no generated ones (the two gradients are then the same).
+        ``None`` when the batch holds no generated ones (the two gradients are then the same). The
+        control batch is as many test rows as ``batch`` has, drawn from outside the reference sample
+        (fewer if the pool is smaller; none without a pool) and passed through w_c: its distance is the
+        sampling noise of a batch that size without any skew of labels or clients, the floor below
+        which no batch of that size can go on average.
         """
-        was_training = server_model.training
+        modes = (client_model.training, server_model.training)
         client_model.eval()
         server_model.eval()
         try:
@@ -95,28 +111,59 @@ class GradientDissimilarity:
             g_true = parameter_gradient(server_model, features, self.reference[1])
             g_batch = parameter_gradient(server_model, *batch)
             g_real = g_batch if real is None else parameter_gradient(server_model, *real)
-            zero = [torch.zeros_like(g) for g in g_true]
+            zero = torch.zeros((), dtype=torch.float64, device=self._sums.device)
+            control = self._control_gradient(client_model, server_model, len(batch[1]))
             self._sums += torch.stack(
                 [
                     squared_distance(g_batch, g_true),
                     squared_distance(g_real, g_true),
-                    squared_distance(g_true, zero),  # ‖∇F‖²
+                    zero if control is None else squared_distance(control, g_true),
+                    squared_distance(g_true, [torch.zeros_like(g) for g in g_true]),  # ‖∇F‖²
                 ]
             )
             self._count += 1
+            self._control_count += control is not None
+            self._measured += 1
         finally:
-            server_model.train(was_training)
+            client_model.train(modes[0])
+            server_model.train(modes[1])
+
+    def _control_gradient(
+        self, client_model: nn.Module, server_model: nn.Module, size: int
+    ) -> list[torch.Tensor] | None:
+        """∇F on ``size`` pool rows drawn afresh for this measurement (None without a pool)."""
+        size = min(size, len(self.pool))
+        if not size:
+            return None
+        key = np.random.SeedSequence([self.seed, self._measured]).generate_state(1, np.uint64)[0]
+        draw = torch.Generator().manual_seed(int(key))
+        rows = self.pool[torch.randperm(len(self.pool), generator=draw)[:size]].to(self.test[1].device)
+        with torch.no_grad():
+            features = client_model(self.test[0][rows])
+        return parameter_gradient(server_model, features, self.test[1][rows])
 
     def report(self) -> dict[str, float | None]:
         """Means since the last report (None without a measurement), then start the next interval.
 
         ``grad_dissimilarity``: the update batch's ‖∇F_s − ∇F‖²; ``grad_dissimilarity_real``: the same for
-        its real activations alone; ``grad_reference_norm2``: ‖∇F‖², the scale to read both against.
+        its real activations alone; ``grad_dissimilarity_iid``: the control batch's (:meth:`measure`);
+        ``grad_reference_norm2``: ‖∇F‖², the scale to read them against.
         """
-        keys = ("grad_dissimilarity", "grad_dissimilarity_real", "grad_reference_norm2")
+        keys = (
+            "grad_dissimilarity",
+            "grad_dissimilarity_real",
+            "grad_dissimilarity_iid",
+            "grad_reference_norm2",
+        )
         if not self._count:
             return dict.fromkeys(keys)
-        means = (self._sums / self._count).tolist()  # the one device read
+        batch, real, control, norm2 = self._sums.tolist()  # the one device read
+        means = {
+            keys[0]: batch / self._count,
+            keys[1]: real / self._count,
+            keys[2]: control / self._control_count if self._control_count else None,
+            keys[3]: norm2 / self._count,
+        }
         self._sums.zero_()
-        self._count = 0
-        return dict(zip(keys, means, strict=True))
+        self._count = self._control_count = 0
+        return means

@@ -85,7 +85,26 @@ def test_meter_measures_against_its_reference_and_reports_means():
     assert got["grad_dissimilarity"] == pytest.approx((0.0 + real) / 2, rel=1e-6, abs=1e-12)
     assert got["grad_dissimilarity_real"] == pytest.approx(real, rel=1e-6)
     assert got["grad_reference_norm2"] == pytest.approx(norm2, rel=1e-6)
+    assert got["grad_dissimilarity_iid"] is None  # every test row is in the reference: no control pool
     assert meter.report() == dict.fromkeys(got)  # no measurement since: None, not 0
+
+
+def test_control_batch_comes_from_outside_the_reference():
+    """4 test rows, a reference of 2: the control batch of 2 rows is the other 2, whatever the draw."""
+    test_x = torch.tensor([[1.0, 2.0], [3.0, 0.0], [0.0, 1.0], [2.0, 2.0]])
+    test_y = torch.tensor([0, 1, 1, 0])
+    server = _linear([[0.1, -0.2], [0.3, 0.0]], [0.0, 0.1])
+    meter = GradientDissimilarity(every=1, samples=2, test_x=test_x, test_y=test_y, seed=3)
+    ref_rows = [i for i in range(4) if any(torch.equal(test_x[i], r) for r in meter.reference[0])]
+    other = [i for i in range(4) if i not in ref_rows]
+    assert len(ref_rows) == 2 and sorted(meter.pool.tolist()) == other
+    g_true = parameter_gradient(server, *meter.reference)
+    g_other = parameter_gradient(server, test_x[other], test_y[other])
+    batch = (test_x[:3], test_y[:3])  # 3 rows asked, 2 in the pool
+    for _ in range(2):
+        meter.measure(nn.Identity(), server, batch, None)
+    got = meter.report()
+    assert got["grad_dissimilarity_iid"] == pytest.approx(float(squared_distance(g_other, g_true)), rel=1e-6)
 
 
 def test_reference_sample_is_fixed_by_the_seed():
@@ -151,6 +170,7 @@ def test_measuring_leaves_the_run_unchanged(generate):
     assert {k: e1[k] for k in e0} == e0
     assert "grad_dissimilarity" not in e0
     assert e1["grad_dissimilarity"] > 0 and e1["grad_reference_norm2"] > 0
+    assert e1["grad_dissimilarity_iid"] > 0  # 9 test rows, a reference of 6: a pool of 3
     if not generate:  # no generated rows: the update batch is the real one
         assert e1["grad_dissimilarity"] == e1["grad_dissimilarity_real"]
     else:
