@@ -21,7 +21,9 @@ A sweep file is TOML::
 Each ``[link.NAME]`` table is one axis whose entries change together (a method with its parameters, a
 dataset with its model); all its lists have the same length. Axes combine in the order of the file (the
 ``[grid]`` axes in their order, and the ``[link.*]`` tables in theirs, before or after ``[grid]`` as the
-file has them); the first axis is the outermost loop and the first part of a trial's name. A dotted key
+first ``[link.*]`` table stands: TOML gathers them into one ``link`` table, so a ``[link.*]`` table written
+after ``[grid]`` still comes before it when another one stands before it); the first axis is the
+outermost loop and the first part of a trial's name. A dotted key
 sets that value in the scenario, replacing it whole (a table value replaces the whole table, so
 ``"algorithm.params" = {}`` clears the base's parameters).
 
