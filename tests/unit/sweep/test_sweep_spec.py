@@ -48,6 +48,28 @@ def test_the_product_of_axes_in_file_order_with_readable_names(tmp_path):
     assert first.params.q_s == 4 and first.data.synthetic_train == 600  # the base is kept elsewhere
 
 
+def test_link_tables_count_where_the_first_of_them_stands(tmp_path):
+    """[link.a] [grid] [link.b]: TOML gathers both link tables into one, so b comes before the grid too."""
+    sweep = load_sweep(
+        _write(
+            tmp_path,
+            """
+base = "scen/tiny.toml"
+[link.lr]
+label = ["slow", "fast"]
+"train.lr" = [0.01, 0.05]
+[grid]
+seed = [1, 2]
+[link.method]
+"algorithm.name" = ["gas", "fedavg"]
+"algorithm.params" = [{ q_s = 4, q_c = 4 }, {}]
+""",
+        )
+    )
+    names = [t.name for t in sweep.trials]
+    assert names[:3] == ["slow_gas_seed1", "slow_gas_seed2", "slow_fedavg_seed1"]
+
+
 def test_linked_axes_change_together_and_labels_name_them(tmp_path):
     text = GOOD.replace("[link.method]\n", '[link.method]\nlabel = ["GAS", "FedAvg+"]\n')
     sweep = load_sweep(_write(tmp_path, text))
