@@ -237,6 +237,22 @@ def main() -> None:
                     source=f"GAS Table 1, {ds} {part}",
                 ),
             )
+    for label, generate in (("gas", True), ("async_sfl", False)):  # [P] Fig. 2: with and without generation
+        sc = scenario(
+            f"fmnist_s2_k10_{label}",
+            f"GAS Fig. 2: {label} on fmnist s2, K=10, C=3, gradient dissimilarity",
+            "fmnist",
+            "s2",
+            "gas",
+            ref=None,
+            k=10,
+            source="GAS Fig. 2 (Fashion-MNIST, shard = 2, K = 10, C = 3); curves only",
+        )
+        sc["federation"]["active_clients"] = 3
+        # Q_s = Q_c = C as the code sets them [C]; one dissimilarity measurement per global iteration
+        # (E = 20 server updates of Q_s = 3 minibatches from Q_c = 3 jobs of E arrivals each)
+        sc["algorithm"]["params"] = {"q_s": 3, "q_c": 3, "generate": generate, "dissimilarity_every": 20}
+        write("fig2", sc)
     for ds in ("cifar10", "cinic10"):  # [P] Fig. 3: accuracy vs emulated time, shard = 2, every baseline
         for method in ("gas", "fedavg", "fedbuff", "ca2fl", "minibatch_sfl", "s2fl"):
             desc = f"GAS Fig. 3: {method} on {ds} s2, accuracy vs time"
