@@ -30,6 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from raysfl.algorithms.common.device import to_device
+
 GRADIENT_ROWS = 256
 """Rows per forward pass of a measured gradient: exact sums up to float rounding, bounded memory."""
 
@@ -70,7 +72,7 @@ class GradientDissimilarity:
         """
         order = torch.randperm(len(test_y), generator=torch.Generator().manual_seed(seed))
         take = min(samples, len(test_y))
-        rows = order[:take].sort().values.to(test_y.device)
+        rows = to_device(order[:take].sort().values, test_y.device)
         self.every = every
         self.seed = seed
         self.reference = (test_x[rows], test_y[rows])
@@ -137,7 +139,9 @@ class GradientDissimilarity:
             return None
         key = np.random.SeedSequence([self.seed, self._measured]).generate_state(1, np.uint64)[0]
         draw = torch.Generator().manual_seed(int(key))
-        rows = self.pool[torch.randperm(len(self.pool), generator=draw)[:size]].to(self.test[1].device)
+        rows = to_device(
+            self.pool[torch.randperm(len(self.pool), generator=draw)[:size]], self.test[1].device
+        )
         with torch.no_grad():
             features = client_model(self.test[0][rows])
         return parameter_gradient(server_model, features, self.test[1][rows])

@@ -106,8 +106,13 @@ def held_tensors(obj: Any, path: str = "server", seen: set[int] | None = None) -
 
 
 # Host-side on purpose: w_c (sent to the pools), the per-arrival weights and CPU labels in the buffer, the
-# statistics' weights S_y and version counters (M numbers each).
-HOST_SIDE = ("server.global_client", "server.stats.weight", "server.stats.version")
+# statistics' weights S_y and version counters (M numbers each), the dissimilarity meter's control rows.
+HOST_SIDE = (
+    "server.global_client",
+    "server.stats.weight",
+    "server.stats.version",
+    "server.dissimilarity.pool",
+)
 
 
 def _host_side(path: str) -> bool:
@@ -138,8 +143,9 @@ def batches() -> list[tuple[int, tuple[torch.Tensor, torch.Tensor]]]:
         {"covariance": "full", "stats_update": "per-activation", "generation": "equal"},
         {"covariance": "diagonal", "server_update": "before-gradient"},
         {"covariance": "full", "stats_update": "per-flush", "sampler": "low-rank", "low_rank_rows": 4},
+        {"covariance": "diagonal", "dissimilarity_every": 1, "dissimilarity_samples": 4},
     ],
-    ids=["full-per-flush", "full-per-activation", "diagonal", "low-rank"],
+    ids=["full-per-flush", "full-per-activation", "diagonal", "low-rank", "dissimilarity"],
 )
 def test_gas_server_runs_on_a_device_reading_back_only_the_gradients(monkeypatch, batches, params):
     prep = prepare(scenario_from_dict(tiny(params)))
