@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,16 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 RAY_GROUP_PREFIX = "ray:"
 """The pytest-xdist groups of the tests that use Ray, one per test file (:func:`ray_group`)."""
+
+
+@contextlib.contextmanager
+def on_sys_path(folder: Path) -> Iterator[None]:
+    """``folder`` first on ``sys.path`` for the block: scripts (benchmarks/) import each other that way."""
+    sys.path.insert(0, str(folder))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(folder))
 
 
 def data_root() -> Path:

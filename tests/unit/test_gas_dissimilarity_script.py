@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +12,7 @@ import pytest
 
 from raysfl.engine import runner
 from raysfl.scenario import scenario_from_dict
+from tests.conftest import on_sys_path
 
 ROOT = Path(__file__).resolve().parents[2]
 METER = ("grad_dissimilarity", "grad_dissimilarity_real", "grad_reference_norm2")
@@ -20,11 +20,8 @@ METER = ("grad_dissimilarity", "grad_dissimilarity_real", "grad_reference_norm2"
 
 @pytest.fixture(scope="module")
 def script():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
+    with on_sys_path(ROOT / "benchmarks"):
         yield importlib.import_module("gas_dissimilarity")
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
 
 
 def _doc(**params):

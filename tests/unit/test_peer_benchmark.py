@@ -19,6 +19,7 @@ import torch
 
 from raysfl.engine import runner
 from raysfl.scenario import load_scenario, scenario_to_dict
+from tests.conftest import on_sys_path
 
 ROOT = Path(__file__).resolve().parents[2]
 PEERS = ROOT / "benchmarks" / "peers"
@@ -40,13 +41,10 @@ TINY = (
 @pytest.fixture(scope="module")
 def peers():
     """The benchmark's modules, imported as its scripts import each other (their folder on sys.path)."""
-    sys.path.insert(0, str(PEERS))
-    try:
+    with on_sys_path(PEERS):
         yield {
             name: importlib.import_module(name) for name in ("fedavg_work", "plain_fedavg", "flower_fedavg")
         }
-    finally:
-        sys.path.remove(str(PEERS))
 
 
 def test_peer_scenario_is_gas_table1_fedavg_cut_to_10_rounds(peers):
@@ -157,11 +155,8 @@ def test_plain_loop_does_raysfls_work(peers, tmp_path, memory_format):
 
 
 def test_raysfl_side_reads_the_first_pool_task_from_rays_timeline(peers):
-    sys.path.insert(0, str(PEERS))
-    try:
+    with on_sys_path(PEERS):
         side = importlib.import_module("raysfl_fedavg")
-    finally:
-        sys.path.remove(str(PEERS))
     events = [
         {"cat": "task::Server.call", "ts": 1.0e6},
         {"cat": "task::ClientPool.call", "ts": 3.5e6, "dur": 1.0},

@@ -10,7 +10,6 @@ import importlib
 import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ import torch
 from raysfl import profiling
 from raysfl.config import dumps_toml
 from raysfl.engine.ray_backend import task_phases
+from tests.conftest import on_sys_path
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"
@@ -27,11 +27,8 @@ BENCH = ROOT / "benchmarks"
 @pytest.fixture(scope="module")
 def prof_mod():
     """``benchmarks/_profiling.py`` imported as the scripts import it (benchmarks/ on sys.path)."""
-    sys.path.insert(0, str(BENCH))
-    try:
+    with on_sys_path(BENCH):
         yield importlib.import_module("_profiling")
-    finally:
-        sys.path.remove(str(BENCH))
 
 
 @pytest.fixture

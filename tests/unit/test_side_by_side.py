@@ -8,23 +8,20 @@ from __future__ import annotations
 
 import importlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from raysfl.config import dumps_toml
+from tests.conftest import on_sys_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def sbs():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
+    with on_sys_path(ROOT / "benchmarks"):
         yield importlib.import_module("side_by_side")
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
 
 
 def test_a_scenario_carries_its_overrides(sbs):
