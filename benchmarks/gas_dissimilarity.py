@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from raysfl.report.runs import Run, find_runs, mean_curve
-from raysfl.report.student_t import student_t_quantile
+from raysfl.report.runs import Run, find_runs, mean_curve, mean_std
+from raysfl.report.student_t import mean_interval
 from raysfl.safe_write import replace_file, replace_text
 
 BATCH, REAL, CONTROL, SCALE = (
@@ -121,13 +121,11 @@ def geometric_mean(run: Run, metric: str, relative: bool = False) -> float:
 
 def interval(values: Sequence[float]) -> str:
     """mean ± std and the 95 % Student-t interval of the mean (n − 1 degrees of freedom)."""
-    n = len(values)
-    mean = float(np.mean(values))
-    if n < 2:
+    mean, std = mean_std(values)
+    if std is None:
         return f"{mean:+.3f} (one seed)"
-    std = float(np.std(values, ddof=1))
-    half = student_t_quantile(0.975, n - 1) * std / math.sqrt(n)
-    return f"{mean:+.3f} ± {std:.3f}, 95 % t interval [{mean - half:+.3f}, {mean + half:+.3f}] (n = {n})"
+    low, high = mean_interval(mean, std / math.sqrt(len(values)), len(values))
+    return f"{mean:+.3f} ± {std:.3f}, 95 % t interval [{low:+.3f}, {high:+.3f}] (n = {len(values)})"
 
 
 def per_seed_table(curves: dict[str, dict[int, Run]], relative: bool) -> list[str]:
