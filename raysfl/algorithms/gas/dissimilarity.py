@@ -113,16 +113,12 @@ class GradientDissimilarity:
             g_true = parameter_gradient(server_model, features, self.reference[1])
             g_batch = parameter_gradient(server_model, *batch)
             g_real = g_batch if real is None else parameter_gradient(server_model, *real)
-            zero = torch.zeros((), dtype=torch.float64, device=self._sums.device)
             control = self._control_gradient(client_model, server_model, len(batch[1]))
-            self._sums += torch.stack(
-                [
-                    squared_distance(g_batch, g_true),
-                    squared_distance(g_real, g_true),
-                    zero if control is None else squared_distance(control, g_true),
-                    squared_distance(g_true, [torch.zeros_like(g) for g in g_true]),  # ‖∇F‖²
-                ]
-            )
+            self._sums[0] += squared_distance(g_batch, g_true)
+            self._sums[1] += squared_distance(g_real, g_true)
+            if control is not None:
+                self._sums[2] += squared_distance(control, g_true)
+            self._sums[3] += sum(g.double().pow(2).sum() for g in g_true)  # ‖∇F‖²
             self._count += 1
             self._control_count += control is not None
             self._measured += 1
