@@ -121,6 +121,7 @@ class OptionMeta:
     check: Callable[[Any], str | None] | None = None
     synonyms: Mapping[Any, Any] | None = dataclasses.field(default=None, hash=False)
     applies: Mapping[str, Condition] | None = dataclasses.field(default=None, hash=False)
+    diagnostic: bool = False
 
 
 def option(
@@ -136,6 +137,7 @@ def option(
     factory: Any = dataclasses.MISSING,
     synonyms: Mapping[Any, Any] | None = None,
     applies: Mapping[str, Sequence[Any] | Above | Below] | None = None,
+    diagnostic: bool = False,
 ) -> Any:
     """Declare a configuration field with its default, allowed values and a one-line doc.
 
@@ -147,7 +149,9 @@ def option(
     ``applies`` maps sibling fields to the values under which this option is read at all
     (``{"kind": ("wireless",)}``: only a wireless link reads it; ``{"dropout": Above(0)}``: only a positive
     dropout rate does); :func:`unused_options` lists the options a set of values leaves unread, so a report
-    does not tell two runs apart by them. Several siblings: all must hold.
+    does not tell two runs apart by them. Several siblings: all must hold. ``diagnostic=True`` declares an
+    option that only adds measurements (a meter logged beside the metrics): the run's numbers are the same
+    whatever its value, so a report groups runs that differ only there (:func:`diagnostic_options`).
 
     Every float must be finite unless it equals the field's default (a default of ``-inf`` may mean
     "unset"); every string is at most :data:`MAX_STRING_CHARS` long without control characters.
@@ -163,7 +167,7 @@ def option(
         if applies
         else None
     )
-    meta = {_META: OptionMeta(doc, allowed, ge, gt, le, lt, check, frozen, when)}
+    meta = {_META: OptionMeta(doc, allowed, ge, gt, le, lt, check, frozen, when, diagnostic)}
     if factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -208,6 +212,35 @@ def unused_options(cls: type, values: Mapping[str, Any], prefix: str = "") -> li
         if any(value(other) not in allowed for other, allowed in when.items()):
             unused.append(prefix + name)
     return unused
+
+
+def diagnostic_options(cls: type, prefix: str = "") -> list[str]:
+    """Dotted names of the options of ``cls`` (and its nested sections) declared ``diagnostic=True``.
+
+    An option that reads only under a diagnostic one (``applies={"meter_every": Above(0)}``) changes no
+    number either, so it is listed too.
+
+    Example:
+        >>> @dataclasses.dataclass(frozen=True)
+        ... class Params:
+        ...     lr: float = option(0.1, gt=0)
+        ...     meter_every: int = option(0, ge=0, diagnostic=True)
+        ...     meter_rows: int = option(64, ge=1, applies={"meter_every": Above(0)})
+        >>> diagnostic_options(Params, prefix="algorithm.params.")
+        ['algorithm.params.meter_every', 'algorithm.params.meter_rows']
+    """
+    hints = typing.get_type_hints(cls)
+    fields = dataclasses.fields(cls)
+    flagged = {f.name for f in fields if option_meta(f).diagnostic}
+    found: list[str] = []
+    for f in fields:
+        if dataclasses.is_dataclass(hints.get(f.name)):
+            found += diagnostic_options(hints[f.name], f"{prefix}{f.name}.")
+            continue
+        meta = option_meta(f)
+        if meta.diagnostic or (meta.applies and set(meta.applies) <= flagged):
+            found.append(prefix + f.name)
+    return found
 
 
 def aliases(**old_to_new: str) -> Callable[[type[T]], type[T]]:

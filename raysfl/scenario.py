@@ -22,6 +22,7 @@ from raysfl.config import (
     ConfigError,
     apply_overrides,
     build,
+    diagnostic_options,
     option,
     read_toml,
     to_dict,
@@ -294,3 +295,24 @@ def unread_options(values: Mapping[str, Any]) -> list[str]:
     except UnknownAlgorithmError:
         return unread
     return unread + unused_options(spec.params, algorithm["params"], "algorithm.params.")
+
+
+def diagnostic_keys(values: Mapping[str, Any]) -> list[str]:
+    """Dotted names of a scenario's diagnostic options, the algorithm's parameters included.
+
+    A diagnostic option (``option(diagnostic=True)``: GAS's ``dissimilarity_every``) adds measurements and
+    changes none of the run's numbers (:func:`raysfl.config.diagnostic_options`). ``values`` is a scenario as
+    plain data; an algorithm that cannot be found here (a plug-in not installed) adds none.
+
+    Example:
+        >>> [k for k in diagnostic_keys({"algorithm": {"name": "gas"}}) if k.startswith("algorithm.")]
+        ['algorithm.params.dissimilarity_every', 'algorithm.params.dissimilarity_samples']
+    """
+    keys = diagnostic_options(Scenario)
+    algorithm = values.get("algorithm")
+    table = algorithm if isinstance(algorithm, Mapping) else {}
+    try:
+        spec = resolve(str(table.get("name", AlgorithmConfig().name)))
+    except UnknownAlgorithmError:
+        return keys
+    return keys + diagnostic_options(spec.params, "algorithm.params.")

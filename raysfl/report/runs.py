@@ -2,9 +2,10 @@
 
 A run directory (:mod:`raysfl.engine.runner`) holds ``config.toml`` (the resolved scenario),
 ``metrics.parquet`` (one row per evaluation) and, once it finished, ``summary.json``. Runs whose scenarios
-differ only in ``seed`` and in what never changes a number (:data:`IGNORED`: the names, the outputs, the
-paper values, where the data are read from, and the engine options the engine guarantees the same numbers
-under) form one :class:`Group`. The engine options that do change numbers (``precision``,
+differ only in ``seed`` and in what never changes a number form one :class:`Group`: :data:`IGNORED` (the
+names, the outputs, the paper values, where the data are read from, and the engine options the engine
+guarantees the same numbers under), the options declared diagnostic (:func:`comparable`) and those the run
+left unread (:func:`mark_unused`). The engine options that do change numbers (``precision``,
 ``memory_format``, thread counts, ``server_device``, ``clock``) split groups. A group's *method* is its
 ``[algorithm]`` table; its *setting* is everything else, so a report draws one figure per setting with one
 line per method.
@@ -204,6 +205,36 @@ def mark_unused(scenario: dict[str, Any]) -> dict[str, Any]:
     return marked
 
 
+def comparable(scenario: dict[str, Any]) -> dict[str, Any]:
+    """A run's scenario as a report compares it: :func:`mark_unused`, without its diagnostic options.
+
+    A diagnostic option (GAS's ``dissimilarity_every``, declared ``option(diagnostic=True)``) only adds
+    measurements, so runs with and without it are one group and a label does not name it.
+    """
+    marked = mark_unused(scenario)
+    algorithm = scenario.get("algorithm")
+    name = algorithm.get("name") if isinstance(algorithm, dict) else None
+    for dotted in _diagnostic(None if name is None else str(name)):
+        *sections, name = dotted.split(".")
+        table: Any = marked
+        for section in sections:
+            table = table.get(section) if isinstance(table, dict) else None
+        if isinstance(table, dict):
+            table.pop(name, None)
+    return marked
+
+
+@functools.lru_cache(maxsize=256)
+def _diagnostic(algorithm: str | None) -> tuple[str, ...]:
+    """:func:`raysfl.scenario.diagnostic_keys` of a scenario of the algorithm named ``algorithm``.
+
+    The list depends on nothing else (``None``: the scenario names none, so the default algorithm's).
+    """
+    from raysfl.scenario import diagnostic_keys  # imports torch: only when a report is made
+
+    return tuple(diagnostic_keys({} if algorithm is None else {"algorithm": {"name": algorithm}}))
+
+
 @functools.lru_cache(maxsize=4096)
 def _unread(scenario: str) -> tuple[str, ...]:
     """:func:`raysfl.scenario.unread_options` of a scenario given as its :func:`canonical` text.
@@ -218,9 +249,10 @@ def _unread(scenario: str) -> tuple[str, ...]:
 def group_key(scenario: dict[str, Any]) -> str:
     """What runs of one group share: the scenario less the seed, :data:`IGNORED` and unread options.
 
-    An option the scenario's other values leave unread counts as :data:`UNUSED` (:func:`mark_unused`).
+    An option the scenario's other values leave unread counts as :data:`UNUSED` (:func:`mark_unused`); a
+    diagnostic option is left out (:func:`comparable`).
     """
-    marked = mark_unused(scenario)
+    marked = comparable(scenario)
     return canonical({k: v for k, v in _flatten(marked).items() if not _ignored(k, IGNORED)})
 
 
@@ -516,7 +548,7 @@ def group_runs(runs: Sequence[Run]) -> list[Group]:
     for run in runs:
         key = group_key(run.scenario)
         if key not in groups:
-            doc = {k: v for k, v in mark_unused(run.scenario).items() if k != "seed"}
+            doc = {k: v for k, v in comparable(run.scenario).items() if k != "seed"}
             groups[key] = Group(key, doc)
         groups[key].runs.append(run)
     return list(groups.values())

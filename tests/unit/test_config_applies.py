@@ -14,6 +14,7 @@ from raysfl.config import (
     Below,
     default_problems,
     describe_options,
+    diagnostic_options,
     option,
     option_meta,
     to_dict,
@@ -194,3 +195,25 @@ def test_a_read_model_option_changes_the_layers_this_test_compares():
     assert _built(base) != _built(dataclasses.replace(base, vgg19_batch_norm=False))
     femnist = ModelConfig(name="cse_fsl_femnist")
     assert _built(femnist) != _built(dataclasses.replace(femnist, cse_fsl_femnist_relu=False))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Meter:
+    every: int = option(0, ge=0, diagnostic=True)
+    rows: int = option(64, ge=1, applies={"every": Above(0)})
+    lr: float = option(0.1, gt=0)
+    lr_decay: float = option(1.0, applies={"every": Above(0), "lr": Above(0.05)})
+
+
+@dataclasses.dataclass(frozen=True)
+class _WithMeter:
+    meter: _Meter = option(factory=_Meter)
+    seed: int = option(0, diagnostic=False)
+
+
+def test_diagnostic_options_are_the_declared_ones_and_those_read_only_under_them():
+    """``rows`` is read only when the meter is on, so it changes no number either; ``lr_decay`` also
+    needs a read option, so it is not diagnostic."""
+    assert diagnostic_options(_Meter) == ["every", "rows"]
+    assert diagnostic_options(_WithMeter, "x.") == ["x.meter.every", "x.meter.rows"]
+    assert diagnostic_options(_System) == []

@@ -125,6 +125,7 @@ class GASParams:
         doc="measure the server update's gradient dissimilarity ‖∇F_s − ∇F‖² (Assumption 3, Lemma 1, "
         "Fig. 2(a)) every N server updates; 0 = never. A diagnostic: the run's numbers stay the same "
         "(raysfl.algorithms.gas.dissimilarity)",
+        diagnostic=True,
     )
     dissimilarity_samples: int = option(
         1280,

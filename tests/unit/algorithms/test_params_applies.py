@@ -16,7 +16,16 @@ from typing import Any
 import pytest
 
 from raysfl.algorithms import ALGORITHMS
-from raysfl.config import Above, Below, ConfigError, build, default_problems, option_meta, unused_options
+from raysfl.config import (
+    Above,
+    Below,
+    ConfigError,
+    build,
+    default_problems,
+    diagnostic_options,
+    option_meta,
+    unused_options,
+)
 from raysfl.scenario import unread_options
 from tests.unit.algorithms.test_pinned_metrics import measure_scenario, tiny
 from tests.unit.test_config_applies import other_value
@@ -155,3 +164,30 @@ def test_an_unread_train_option_changes_no_number(name, setting, unread, tmp_pat
         return measure_scenario(scenario, out)
 
     assert numbers({**setting, **unread}, tmp_path / "b") == numbers(setting, tmp_path / "a")
+
+
+DIAGNOSTIC = {name: diagnostic_options(spec.params) for name, spec in ALGORITHMS.items()}
+DIAGNOSTIC = {name: keys for name, keys in DIAGNOSTIC.items() if keys}
+
+
+def test_the_methods_that_declare_diagnostic_parameters():
+    """The list the run below covers (a declaration added elsewhere joins it)."""
+    assert DIAGNOSTIC["gas"] == ["dissimilarity_every", "dissimilarity_samples"]
+
+
+@pytest.mark.parametrize("name", sorted(DIAGNOSTIC))
+def test_a_diagnostic_parameter_changes_no_number(name, tmp_path):
+    """``option(diagnostic=True)`` is a claim that ``raysfl report`` relies on to put runs with and without
+    the meter in one group: with every diagnostic parameter changed, each evaluation column the plain run
+    writes and the run's totals are the same; the changed run only adds columns."""
+    cls = ALGORITHMS[name].params
+    base = _numbers(name, {}, tmp_path / "base")
+    change = {p: other_value(cls, p) for p in DIAGNOSTIC[name]}
+    changed = _numbers(name, change, tmp_path / "changed")
+    assert changed["totals"] == base["totals"]
+    assert len(changed["evals"]) == len(base["evals"])
+    added: set[str] = set()
+    for row, plain in zip(changed["evals"], base["evals"], strict=True):
+        assert {k: row[k] for k in plain} == plain, f"{name} with {change} changed the run"
+        added |= {k for k, v in row.items() if k not in plain and v is not None}
+    assert added, f"{name} with {change} measured nothing: the change did not switch its diagnostic on"

@@ -887,6 +887,28 @@ def test_a_method_parameter_the_run_never_read_neither_splits_a_group_nor_labels
     )
 
 
+def test_a_diagnostic_parameter_neither_splits_a_group_nor_labels_it(tmp_path):
+    """GAS's gradient-dissimilarity meter (``dissimilarity_every``, declared diagnostic) changes no number:
+    seeds with and without it are one group, named by no meter option; a read parameter still splits."""
+    root = tmp_path / "runs"
+    curve = [(0, 0.0, 0.1), (1, 10.0, 0.5)]
+    plain = {"logit_adjustment": True}
+    meter = {"dissimilarity_every": 5, "dissimilarity_samples": 256}
+    make_run(root, "meter_seed1", _scenario("gas", 1, params={**plain, **meter}), curve)
+    make_run(root, "plain_seed2", _scenario("gas", 2, params=plain), curve)
+    make_run(root, "plain_seed1", _scenario("gas", 1, params=plain), curve)
+    make_run(root, "la_seed1", _scenario("gas", 1, params={**meter, "logit_adjustment": False}), curve)
+    out = tmp_path / "rep"
+    assert main(["report", str(root), "--out", str(out)]) == 0
+    text = (out / "report.md").read_text()
+    assert "# Report: 3 runs in 2 groups" in text
+    assert "| all runs | gas (logit_adjustment=True) | 2 |" in text
+    assert "| all runs | gas (logit_adjustment=False) | 1 |" in text
+    assert "dissimilarity" not in text
+    counted_once = f"the same setting and seed 1 as {root / 'meter_seed1'}: counted once"
+    assert f"- `{root / 'plain_seed1'}`: {counted_once}" in text
+
+
 def test_a_labelled_data_axis_names_settings_not_methods(tmp_path):
     """[link.data] label = ["s2", "a0.1"] over one method: the rows are that method on two settings (the
     labels of an axis that sets no [algorithm] key do not name the method)."""
