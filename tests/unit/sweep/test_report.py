@@ -334,9 +334,7 @@ def test_a_sweeps_link_labels_name_its_methods(tmp_path):
     algorithms = {names[id(g)]: str(g.method["name"]) for g in groups}
     legend = "Method labels of the sweeps and the algorithm each runs: `fsl_mc` splitfed_v1, `oc` gas."
     assert label_legend(algorithms) == legend
-    out = tmp_path / "rep"
-    assert main(["report", str(root), "--out", str(out)]) == 0
-    assert f"\n{legend}\n" in (out / "report.md").read_text()
+    assert f"\n{legend}\n" in _report_md(root, tmp_path / "rep")
 
 
 def test_no_label_legend_when_every_label_starts_with_its_algorithm():
@@ -348,6 +346,12 @@ def test_no_label_legend_when_every_label_starts_with_its_algorithm():
     assert label_legend({"fedavgm": "fedavg", "per_job": "fedavg"}) == (
         "Method labels of the sweeps and the algorithm each runs: `fedavgm` fedavg, `per_job` fedavg."
     )
+
+
+def _report_md(root: Path, out: Path) -> str:
+    """``raysfl report ROOT --out OUT`` (which must succeed) and the report.md it wrote."""
+    assert main(["report", str(root), "--out", str(out)]) == 0
+    return (out / "report.md").read_text()
 
 
 def _tiny_base(folder: Path) -> None:
@@ -854,9 +858,7 @@ def test_an_option_the_run_never_read_neither_splits_a_group_nor_labels_it(tmp_p
             scenario = _scenario("fedavg", 1, partition)
             scenario["data"]["alpha"] = alpha
             make_run(root, f"{partition}_{alpha}", scenario, curve)
-    out = tmp_path / "rep"
-    assert main(["report", str(root), "--out", str(out)]) == 0
-    text = (out / "report.md").read_text()
+    text = _report_md(root, tmp_path / "rep")
     assert "# Report: 3 runs in 3 groups" in text
     assert "| data.partition=iid | fedavg | 1 |" in text
     assert "| data.alpha=0.1, data.partition=dirichlet | fedavg | 1 |" in text
@@ -874,9 +876,7 @@ def test_a_method_parameter_the_run_never_read_neither_splits_a_group_nor_labels
         for tau in (0.5, 1.0):
             params = {"logit_adjustment": adjusted, "la_tau": tau}
             make_run(root, f"la{adjusted}_{tau}", _scenario("gas", 1, params=params), curve)
-    out = tmp_path / "rep"
-    assert main(["report", str(root), "--out", str(out)]) == 0
-    text = (out / "report.md").read_text()
+    text = _report_md(root, tmp_path / "rep")
     assert "# Report: 3 runs in 3 groups" in text
     assert "| all runs | gas (logit_adjustment=False) | 1 |" in text
     assert "| all runs | gas (la_tau=0.5, logit_adjustment=True) | 1 |" in text
@@ -898,9 +898,7 @@ def test_a_diagnostic_parameter_neither_splits_a_group_nor_labels_it(tmp_path):
     make_run(root, "plain_seed2", _scenario("gas", 2, params=plain), curve)
     make_run(root, "plain_seed1", _scenario("gas", 1, params=plain), curve)
     make_run(root, "la_seed1", _scenario("gas", 1, params={**meter, "logit_adjustment": False}), curve)
-    out = tmp_path / "rep"
-    assert main(["report", str(root), "--out", str(out)]) == 0
-    text = (out / "report.md").read_text()
+    text = _report_md(root, tmp_path / "rep")
     assert "# Report: 3 runs in 2 groups" in text
     assert "| all runs | gas (logit_adjustment=True) | 2 |" in text
     assert "| all runs | gas (logit_adjustment=False) | 1 |" in text
@@ -924,9 +922,7 @@ def test_a_labelled_data_axis_names_settings_not_methods(tmp_path):
                 "label_keys": {"data": ["data"]},
             }
     (root / "sweep.json").write_text(json.dumps({"trials": trials}))
-    out = tmp_path / "rep"
-    assert main(["report", str(root), "--out", str(out)]) == 0
-    text = (out / "report.md").read_text()
+    text = _report_md(root, tmp_path / "rep")
     assert "| data.partition=shard | ca2fl | 2 |" in text
     assert "| data.partition=dirichlet | ca2fl | 2 |" in text
 
