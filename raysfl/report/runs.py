@@ -215,12 +215,12 @@ def comparable(scenario: dict[str, Any]) -> dict[str, Any]:
     algorithm = scenario.get("algorithm")
     name = algorithm.get("name") if isinstance(algorithm, dict) else None
     for dotted in _diagnostic(None if name is None else str(name)):
-        *sections, name = dotted.split(".")
+        *sections, key = dotted.split(".")
         table: Any = marked
         for section in sections:
             table = table.get(section) if isinstance(table, dict) else None
         if isinstance(table, dict):
-            table.pop(name, None)
+            table.pop(key, None)
     return marked
 
 
