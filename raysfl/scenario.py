@@ -288,13 +288,11 @@ def unread_options(values: Mapping[str, Any]) -> list[str]:
     """
     unread = unused_options(Scenario, values)
     algorithm = values.get("algorithm")
-    if not isinstance(algorithm, Mapping) or not isinstance(algorithm.get("params"), Mapping):
+    params = algorithm.get("params") if isinstance(algorithm, Mapping) else None
+    cls = _algorithm_params(values)
+    if cls is None or not isinstance(params, Mapping):
         return unread
-    try:
-        spec = resolve(str(algorithm.get("name", AlgorithmConfig().name)))
-    except UnknownAlgorithmError:
-        return unread
-    return unread + unused_options(spec.params, algorithm["params"], "algorithm.params.")
+    return unread + unused_options(cls, params, "algorithm.params.")
 
 
 def diagnostic_keys(values: Mapping[str, Any]) -> list[str]:
@@ -309,10 +307,18 @@ def diagnostic_keys(values: Mapping[str, Any]) -> list[str]:
         ['algorithm.params.dissimilarity_every', 'algorithm.params.dissimilarity_samples']
     """
     keys = diagnostic_options(Scenario)
+    cls = _algorithm_params(values)
+    return keys if cls is None else keys + diagnostic_options(cls, "algorithm.params.")
+
+
+def _algorithm_params(values: Mapping[str, Any]) -> type | None:
+    """The Params class of the algorithm a scenario names (``None``: a plug-in not installed here).
+
+    ``values`` is the scenario as plain data; without an algorithm name it is the default algorithm's.
+    """
     algorithm = values.get("algorithm")
     table = algorithm if isinstance(algorithm, Mapping) else {}
     try:
-        spec = resolve(str(table.get("name", AlgorithmConfig().name)))
+        return resolve(str(table.get("name", AlgorithmConfig().name))).params
     except UnknownAlgorithmError:
-        return keys
-    return keys + diagnostic_options(spec.params, "algorithm.params.")
+        return None

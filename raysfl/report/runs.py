@@ -196,13 +196,19 @@ def mark_unused(scenario: dict[str, Any]) -> dict[str, Any]:
     """
     marked = copy.deepcopy(scenario)
     for dotted in _unread(canonical(scenario)):
-        *sections, name = dotted.split(".")
-        table = marked
-        for section in sections:
-            table = table[section]
-        if name in table:
+        table, name = _table_of(marked, dotted)
+        if table is not None and name in table:
             table[name] = UNUSED
     return marked
+
+
+def _table_of(doc: dict[str, Any], dotted: str) -> tuple[dict[str, Any] | None, str]:
+    """The table of ``doc`` that holds dotted key ``dotted`` (``None``: there is none), and the key's name."""
+    *sections, name = dotted.split(".")
+    table: Any = doc
+    for section in sections:
+        table = table.get(section) if isinstance(table, dict) else None
+    return (table if isinstance(table, dict) else None), name
 
 
 def comparable(scenario: dict[str, Any]) -> dict[str, Any]:
@@ -215,11 +221,8 @@ def comparable(scenario: dict[str, Any]) -> dict[str, Any]:
     algorithm = scenario.get("algorithm")
     name = algorithm.get("name") if isinstance(algorithm, dict) else None
     for dotted in _diagnostic(None if name is None else str(name)):
-        *sections, key = dotted.split(".")
-        table: Any = marked
-        for section in sections:
-            table = table.get(section) if isinstance(table, dict) else None
-        if isinstance(table, dict):
+        table, key = _table_of(marked, dotted)
+        if table is not None:
             table.pop(key, None)
     return marked
 

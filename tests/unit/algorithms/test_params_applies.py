@@ -166,8 +166,7 @@ def test_an_unread_train_option_changes_no_number(name, setting, unread, tmp_pat
     assert numbers({**setting, **unread}, tmp_path / "b") == numbers(setting, tmp_path / "a")
 
 
-DIAGNOSTIC = {name: diagnostic_options(spec.params) for name, spec in ALGORITHMS.items()}
-DIAGNOSTIC = {name: keys for name, keys in DIAGNOSTIC.items() if keys}
+DIAGNOSTIC = {name: keys for name, spec in ALGORITHMS.items() if (keys := diagnostic_options(spec.params))}
 
 
 def test_the_methods_that_declare_diagnostic_parameters():
