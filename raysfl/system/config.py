@@ -71,7 +71,8 @@ class ComputeConfig:
     ``training_time``: ``"per-sample"`` charges a job its FLOPs over f_k, so a device whose local epochs pass
     over more data trains longer [A]. ``"per-device"``: a job's time depends on the device alone, FedASMU
     §6.1.4 read literally ("the slowest device's training time is five times that of the fastest") [P].
-    FedASMU and FedSSMU then charge each local epoch as a pass over mean-size data, mean_j |D_j|, at f_k.
+    FedASMU and FedSSMU then charge each local epoch as a pass over mean-size data, mean_j |D_j|, at f_k
+    (an epoch of a fixed ``epoch_steps`` as it is).
     Methods whose jobs take a fixed number of minibatch steps (the FL baselines, GAS, Lightweight FedSL)
     already have per-device times and run the same either way; methods whose work grows with the client's
     data in another way (the CSE-FSL family, MiniBatch-SFL, S2FL) refuse ``"per-device"``.
@@ -109,7 +110,8 @@ class ComputeConfig:
         "per-sample",
         choices=TRAINING_TIMES,
         doc="per-sample: a job over more data takes longer [A]; per-device: a job's time depends on the "
-        "device alone, FedASMU's epochs charged as passes over mean-size data (FedASMU §6.1.4) [P]",
+        "device alone, FedASMU's epochs charged as passes over mean-size data (FedASMU §6.1.4) [P] unless "
+        "algorithm.params.epoch_steps fixes their steps",
     )
 
     def __post_init__(self) -> None:

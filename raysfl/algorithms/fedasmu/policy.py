@@ -97,12 +97,13 @@ class MUPolicy:
 
         With ``system.compute.training_time = "per-device"`` each epoch is charged as a pass over mean-size
         data (× mean_j |D_j| / |D_k|), so the devices' training times differ by their slowdowns alone
-        (§6.1.4) [P].
+        (§6.1.4) [P]. An epoch of ``epoch_steps`` minibatches is a fixed amount of work whatever |D_k|, so it
+        is charged as it is in either mode, like the fixed-step jobs of the baselines.
         """
         n, b = self.setup.client_size(k), self.train.batch_size
         flops = self.costs.forward_flops + self.costs.backward_flops
         scale = 1.0
-        if self.setup.scenario.system.compute.training_time == "per-device":
+        if self.setup.scenario.system.compute.training_time == "per-device" and self.p.epoch_steps == 0:
             scale = self.setup.mean_client_size / max(n, 1)
         out = []
         for _ in range(self.p.local_epochs):

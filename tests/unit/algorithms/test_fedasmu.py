@@ -383,6 +383,37 @@ def test_per_device_training_time_charges_each_epoch_as_a_mean_size_pass():
     assert ratios["per-sample"] > 5.5
 
 
+def test_fixed_step_epochs_take_the_same_time_per_sample_and_per_device():
+    """An epoch of ``epoch_steps`` minibatches does the same work on every device, so "per-device" must not
+    scale it by mean|D| / |D_k|: that would make a small device's fixed-step job slower than a large one's
+    on the same rate, as the baselines' fixed-step jobs are not (they run the same in either mode)."""
+    from raysfl.engine.runner import prepare
+
+    times = {}
+    for mode in ("per-sample", "per-device"):
+        sc = fl_helpers.scenario_from_dict(
+            BASE,
+            [
+                "data.partition=dirichlet",
+                "federation.num_clients=20",
+                f"system.compute.training_time={mode}",
+                "system.timing.flops_accounting=per-batch",
+                "algorithm.params.epoch_steps=3",
+                "train.batch_size=1",  # every minibatch is one sample, whatever |D_k|
+            ],
+        )
+        prep = prepare(sc)
+        policy = ALGORITHMS["fedasmu"].make_policy(prep.setup, prep.time_model, prep.profile, None)
+        sizes = np.array([prep.setup.client_size(k) for k in range(20)])
+        assert sizes.min() < sizes.mean() < sizes.max()  # the data sizes differ, so a scale would show
+        times[mode] = np.array([policy.epoch_times(k) for k in range(20)])
+    # 3 one-sample minibatches an epoch: 3·W/f_k on every device
+    rates = prep.devices.flops_per_s
+    expected = 3 * (policy.costs.forward_flops + policy.costs.backward_flops) / rates
+    np.testing.assert_allclose(times["per-device"][:, 0], expected, rtol=1e-12)
+    np.testing.assert_array_equal(times["per-device"], times["per-sample"])
+
+
 def test_per_device_training_time_is_refused_where_work_grows_with_the_data_otherwise():
     why = r"training_time: 'per-device' is not available for 'splitfed_v1'.*per_device_times = True"
     with pytest.raises(ConfigError, match=why):
