@@ -96,15 +96,15 @@ class MUPolicy:
         """e_1..e_𝓛 of device k's next training; advances its minibatch counter.
 
         With ``system.compute.training_time = "per-device"`` each epoch is charged as a pass over mean-size
-        data (× mean_j |D_j| / |D_k|), so the devices' training times differ by their slowdowns alone
-        (§6.1.4) [P]. An epoch of ``epoch_steps`` minibatches is a fixed amount of work whatever |D_k|, so it
-        is charged as it is in either mode, like the fixed-step jobs of the baselines.
+        data, so the devices' training times differ by their slowdowns alone (§6.1.4) [P]: see
+        :meth:`mean_pass_share`. An epoch of ``epoch_steps`` minibatches is a fixed amount of work whatever
+        |D_k|, so it is charged as it is in either mode, like the fixed-step jobs of the baselines.
         """
         n, b = self.setup.client_size(k), self.train.batch_size
         flops = self.costs.forward_flops + self.costs.backward_flops
         scale = 1.0
         if self.setup.scenario.system.compute.training_time == "per-device" and self.p.epoch_steps == 0:
-            scale = self.setup.mean_client_size / max(n, 1)
+            scale = self.mean_pass_share(k)
         out = []
         for _ in range(self.p.local_epochs):
             e = 0.0
@@ -113,6 +113,18 @@ class MUPolicy:
                 self.steps[k] += 1
             out.append(e * scale)
         return out
+
+    def mean_pass_share(self, k: int) -> float:
+        """A pass over mean-size data, mean_j |D_j|, over a pass over D_k, in the units the clock charges.
+
+        Per-batch FLOP accounting charges a pass over D_k its |D_k| samples, so the share is
+        mean_j |D_j| / |D_k|. Per-sample accounting (the GAS code's clock) charges one sample a minibatch
+        step, so a pass over D_k costs ⌈|D_k|/B⌉ and a mean-size pass mean_j |D_j| / B of them.
+        """
+        mean, n, b = self.setup.mean_client_size, self.setup.client_size(k), self.train.batch_size
+        if self.setup.scenario.system.timing.flops_accounting == "per-sample":
+            return (mean / b) / self.epoch_steps(k)
+        return mean / max(n, 1)
 
     def learning_rate(self) -> float:
         """η_i = η·decay^j, j = rounds so far (sync) or completed groups of m' aggregations (async) [A]."""

@@ -383,6 +383,34 @@ def test_per_device_training_time_charges_each_epoch_as_a_mean_size_pass():
     assert ratios["per-sample"] > 5.5
 
 
+def test_per_device_epochs_under_per_sample_flop_accounting_are_mean_size_passes_in_steps():
+    """Per-sample FLOP accounting (the GAS code's clock) charges one sample's FLOPs a minibatch step, so a
+    pass over D_k costs ⌈|D_k|/B⌉·W/f_k. Per device, an epoch must cost a mean-size pass, (mean|D|/B)·W/f_k,
+    on every device: scaling by mean|D|/|D_k| (a ratio of samples, not steps) would leave it depending on
+    |D_k|."""
+    from raysfl.engine.runner import prepare
+
+    sc = fl_helpers.scenario_from_dict(
+        BASE,
+        [
+            "data.partition=dirichlet",
+            "federation.num_clients=20",
+            "system.compute.pin_extremes=true",
+            "system.compute.training_time=per-device",
+            "system.timing.flops_accounting=per-sample",
+        ],
+    )
+    prep = prepare(sc)
+    policy = ALGORITHMS["fedasmu"].make_policy(prep.setup, prep.time_model, prep.profile, None)
+    sizes = np.array([prep.setup.client_size(k) for k in range(20)])
+    b = sc.train.batch_size
+    assert len(set(np.ceil(sizes / b))) > 1  # the clients' step counts differ, so a wrong scale would show
+    epoch = np.array([policy.epoch_times(k)[0] for k in range(20)])
+    w = policy.costs.forward_flops + policy.costs.backward_flops
+    np.testing.assert_allclose(epoch, sizes.mean() / b * w / prep.devices.flops_per_s, rtol=1e-12)
+    assert epoch.max() / epoch.min() == pytest.approx(5.0)
+
+
 def test_fixed_step_epochs_take_the_same_time_per_sample_and_per_device():
     """An epoch of ``epoch_steps`` minibatches does the same work on every device, so "per-device" must not
     scale it by mean|D| / |D_k|: that would make a small device's fixed-step job slower than a large one's
