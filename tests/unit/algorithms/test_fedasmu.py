@@ -3,6 +3,7 @@ the mid-training download's version, FedSSMU's rounds and an end-to-end run abov
 
 import functools
 import math
+from typing import Any
 
 import fl_helpers
 import numpy as np
@@ -350,30 +351,32 @@ def test_meta_policy_is_a_distribution_and_reinforce_moves_it():
     assert meta.baseline == pytest.approx(0.1)
 
 
+def _timing_policy(*overrides: str) -> tuple[Any, Any, np.ndarray, np.ndarray]:
+    """FedASMU's policy on 20 Dirichlet clients with ``overrides``: (policy, its scenario, |D_k|, f_k)."""
+    from raysfl.engine.runner import prepare
+
+    sc = fl_helpers.scenario_from_dict(
+        BASE, ["data.partition=dirichlet", "federation.num_clients=20", *overrides]
+    )
+    prep = prepare(sc)
+    policy = ALGORITHMS["fedasmu"].make_policy(prep.setup, prep.time_model, prep.profile, None)
+    sizes = np.array([prep.setup.client_size(k) for k in range(20)])
+    return policy, sc, sizes, prep.devices.flops_per_s
+
+
 def test_per_device_training_time_charges_each_epoch_as_a_mean_size_pass():
     """§6.1.4: "the slowest device's training time is five times that of the fastest", whatever its data.
 
     Per sample an epoch over |D_k| takes |D_k|·W/f_k, so Dirichlet sizes widen the ratio beyond R; per device
     it is charged as a pass over mean-size data, mean|D|·W/f_k, and the ratio is R (pinned extremes).
     """
-    from raysfl.engine.runner import prepare
-
     ratios = {}
     for mode in ("per-sample", "per-device"):
-        sc = fl_helpers.scenario_from_dict(
-            BASE,
-            [
-                "data.partition=dirichlet",
-                "federation.num_clients=20",
-                "system.compute.pin_extremes=true",
-                f"system.compute.training_time={mode}",
-                "system.timing.flops_accounting=per-batch",
-            ],
+        policy, _, sizes, rates = _timing_policy(
+            "system.compute.pin_extremes=true",
+            f"system.compute.training_time={mode}",
+            "system.timing.flops_accounting=per-batch",
         )
-        prep = prepare(sc)
-        policy = ALGORITHMS["fedasmu"].make_policy(prep.setup, prep.time_model, prep.profile, None)
-        sizes = np.array([prep.setup.client_size(k) for k in range(20)])
-        rates = prep.devices.flops_per_s
         epoch = np.array([policy.epoch_times(k)[0] for k in range(20)])
         per_sample = sizes / rates * (policy.costs.forward_flops + policy.costs.backward_flops)
         expected = per_sample if mode == "per-sample" else per_sample * sizes.mean() / sizes
@@ -388,26 +391,16 @@ def test_per_device_epochs_under_per_sample_flop_accounting_are_mean_size_passes
     pass over D_k costs ⌈|D_k|/B⌉·W/f_k. Per device, an epoch must cost a mean-size pass, (mean|D|/B)·W/f_k,
     on every device: scaling by mean|D|/|D_k| (a ratio of samples, not steps) would leave it depending on
     |D_k|."""
-    from raysfl.engine.runner import prepare
-
-    sc = fl_helpers.scenario_from_dict(
-        BASE,
-        [
-            "data.partition=dirichlet",
-            "federation.num_clients=20",
-            "system.compute.pin_extremes=true",
-            "system.compute.training_time=per-device",
-            "system.timing.flops_accounting=per-sample",
-        ],
+    policy, sc, sizes, rates = _timing_policy(
+        "system.compute.pin_extremes=true",
+        "system.compute.training_time=per-device",
+        "system.timing.flops_accounting=per-sample",
     )
-    prep = prepare(sc)
-    policy = ALGORITHMS["fedasmu"].make_policy(prep.setup, prep.time_model, prep.profile, None)
-    sizes = np.array([prep.setup.client_size(k) for k in range(20)])
     b = sc.train.batch_size
     assert len(set(np.ceil(sizes / b))) > 1  # the clients' step counts differ, so a wrong scale would show
     epoch = np.array([policy.epoch_times(k)[0] for k in range(20)])
     w = policy.costs.forward_flops + policy.costs.backward_flops
-    np.testing.assert_allclose(epoch, sizes.mean() / b * w / prep.devices.flops_per_s, rtol=1e-12)
+    np.testing.assert_allclose(epoch, sizes.mean() / b * w / rates, rtol=1e-12)
     assert epoch.max() / epoch.min() == pytest.approx(5.0)
 
 
@@ -415,28 +408,17 @@ def test_fixed_step_epochs_take_the_same_time_per_sample_and_per_device():
     """An epoch of ``epoch_steps`` minibatches does the same work on every device, so "per-device" must not
     scale it by mean|D| / |D_k|: that would make a small device's fixed-step job slower than a large one's
     on the same rate, as the baselines' fixed-step jobs are not (they run the same in either mode)."""
-    from raysfl.engine.runner import prepare
-
     times = {}
     for mode in ("per-sample", "per-device"):
-        sc = fl_helpers.scenario_from_dict(
-            BASE,
-            [
-                "data.partition=dirichlet",
-                "federation.num_clients=20",
-                f"system.compute.training_time={mode}",
-                "system.timing.flops_accounting=per-batch",
-                "algorithm.params.epoch_steps=3",
-                "train.batch_size=1",  # every minibatch is one sample, whatever |D_k|
-            ],
+        policy, _, sizes, rates = _timing_policy(
+            f"system.compute.training_time={mode}",
+            "system.timing.flops_accounting=per-batch",
+            "algorithm.params.epoch_steps=3",
+            "train.batch_size=1",  # every minibatch is one sample, whatever |D_k|
         )
-        prep = prepare(sc)
-        policy = ALGORITHMS["fedasmu"].make_policy(prep.setup, prep.time_model, prep.profile, None)
-        sizes = np.array([prep.setup.client_size(k) for k in range(20)])
         assert sizes.min() < sizes.mean() < sizes.max()  # the data sizes differ, so a scale would show
         times[mode] = np.array([policy.epoch_times(k) for k in range(20)])
     # 3 one-sample minibatches an epoch: 3·W/f_k on every device
-    rates = prep.devices.flops_per_s
     expected = 3 * (policy.costs.forward_flops + policy.costs.backward_flops) / rates
     np.testing.assert_allclose(times["per-device"][:, 0], expected, rtol=1e-12)
     np.testing.assert_array_equal(times["per-device"], times["per-sample"])
