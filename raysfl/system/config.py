@@ -75,8 +75,8 @@ class ComputeConfig:
     (an epoch of a fixed ``epoch_steps`` as it is).
     Methods whose jobs take a fixed number of minibatch steps (the FL baselines, GAS, Lightweight FedSL)
     already have per-device times and run the same either way (up to the short last batch of a pass over
-    D_k, charged as it is); methods whose work grows with the client's
-    data in another way (the CSE-FSL family, MiniBatch-SFL, S2FL) refuse ``"per-device"``.
+    D_k, charged as it is); methods whose work grows with the client's data in another way (the CSE-FSL
+    family, MiniBatch-SFL, S2FL) refuse ``"per-device"``.
     """
 
     kind: str = option("uniform", choices=COMPUTE_KINDS, doc="compute-rate generator")
