@@ -72,8 +72,9 @@ def compute_rates(cfg: ComputeConfig, u: Floats) -> Floats:
     * ``uniform``: f = min + (max - min)·u, GAS spec §8.1 [P] / §10.3 [C].
     * ``ratio`` with ``ratio_sampling = "time"``: slowdown r = 1 + (R - 1)·u, f = max/r, so training
       *times* are uniform within the ratio R (fedasmu §2.5 [P], §2.6 [A]); ``"rate"``: f uniform in
-      [max/R, max]. ``pin_extremes`` maps the smallest u to the fastest and the largest u to the slowest
-      device, making max/min exactly R (fedasmu §2.6 option).
+      [max/R, max]. ``pin_extremes`` sets the smallest u to 0 and the largest to 1, so one device runs at
+      exactly max and one at max/R, making max/min exactly R (fedasmu §2.6 option): under ``"time"`` the
+      smallest u is the fastest device, under ``"rate"`` the slowest.
     * ``fixed``: f = ``flops_per_s``.
 
     Raises:

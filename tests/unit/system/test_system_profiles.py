@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from raysfl.system.config import ComputeConfig, LinkConfig, SystemConfig
-from raysfl.system.profiles import draw_devices, wireless_rates_bps
+from raysfl.system.profiles import compute_rates, draw_devices, wireless_rates_bps
 
 
 def draw(cfg: SystemConfig, k: int = 20, seed: int = 2023):
@@ -132,6 +132,19 @@ def test_pinned_extremes_make_the_ratio_exact(sampling):
     f = draw(cfg, k=7).flops_per_s
     assert f.max() == 1e10
     assert f.max() / f.min() == pytest.approx(40.0, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("sampling", "smallest_u_rate", "largest_u_rate"), [("time", 1e10, 2.5e9), ("rate", 2.5e9, 1e10)]
+)
+def test_pinned_extremes_map_the_smallest_draw_by_sampling(sampling, smallest_u_rate, largest_u_rate):
+    # The smallest u becomes 0: f = max/(1 + (R-1)·0) = max in time, max/R + (max - max/R)·0 = max/R in rate.
+    cfg = ComputeConfig(
+        kind="ratio", max_flops_per_s=1e10, ratio=4.0, ratio_sampling=sampling, pin_extremes=True
+    )
+    f = compute_rates(cfg, np.array([0.5, 0.1, 0.9, 0.3]))
+    assert f[1] == smallest_u_rate
+    assert f[2] == largest_u_rate  # the largest u takes the other extreme
 
 
 def test_fixed_kinds_give_equal_devices():
