@@ -136,6 +136,31 @@ class SyncSplitPolicy:
             + tm.download_s(k, costs.gradient_bytes(b))
         )
 
+    def server_busy_s(self) -> float:
+        """Server time of one barrier: the C gradient passes, then the step pass of each group.
+
+        Per batch: Σ_k b_k·(F_G + F_step), with F_G = forward + backward to A_k and F_step = forward +
+        backward to the weights, per sample of client k's time split (docs/algorithms/minibatch_sfl.md) [A].
+        Per sample (one image's FLOPs per pass, the GAS code's rule [C]): each of the C gradient passes is
+        charged one sample, and each group's step on its concatenation is *one* pass, charged one sample of
+        the group's largest F_step (its shallowest cut runs the most server layers), not one per member.
+        Example, C = 3 in one group, F_G = 2, F_step = 3, f_server = 1: per sample 3·2 + 3 = 9 s, where
+        summing per member would charge 15 s.
+        """
+        tm = self.time
+        if tm.timing.flops_accounting != "per-sample":
+            busy = 0.0
+            for m in self.members:
+                c = self.costs[m.time_split]
+                busy += tm.server_s(c.gradient_pass_flops + c.update_pass_flops, m.b)  # G_k, then the step
+            return busy
+        gradients = sum(tm.server_s(self.costs[m.time_split].gradient_pass_flops, m.b) for m in self.members)
+        steps = sum(
+            tm.server_s(max(self.costs[self.members[i].time_split].update_pass_flops for i in g), 1)
+            for g in self.groups
+        )
+        return gradients + steps
+
     def _fwd_up(self, m: Member, b: int) -> float:
         c = self.costs[m.time_split]
         return self.time.compute_s(m.client, c.client_forward_flops, b) + self.time.upload_s(
@@ -229,10 +254,7 @@ class SyncSplitPolicy:
     def _barrier(self, t: float) -> list[Action]:
         """All activations of the iteration are in: server update, gradients back, next forwards."""
         self.arrived = 0
-        busy = 0.0
-        for m in self.members:
-            c = self.costs[m.time_split]
-            busy += self.time.server_s(c.gradient_pass_flops + c.update_pass_flops, m.b)  # G_k, then the step
+        busy = self.server_busy_s()
         done = t + busy
         e = self.members[0].e
         actions: list[Action] = [

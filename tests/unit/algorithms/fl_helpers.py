@@ -1,5 +1,6 @@
 """Shared pieces of the algorithm tests: a 2-parameter model server, a tiny engine run, a resume check."""
 
+import copy
 import shutil
 
 import numpy as np
@@ -51,6 +52,26 @@ def run_scenario(base, tmp_path, overrides=(), name="run"):
     events = pq.read_table(path).to_pylist() if path.exists() else []
     metrics = pq.read_table(tmp_path / name / "metrics.parquet").to_pylist()
     return summary, events, metrics
+
+
+def server_charge_at_first_barrier(base, tmp_path, server_flops_per_s):
+    """How far the first round's second arrivals move when the server rate goes from free to the given one.
+
+    A synchronous split run (MiniBatch-SFL, S2FL) with ``local_iterations >= 2``: the shift of each client's
+    ``act`` event of iteration 2 in round 0 is the server time charged at the first barrier. Returns
+    client id → shift in seconds.
+    """
+
+    def arrivals(rate, name):
+        timed = copy.deepcopy(base)
+        timed.setdefault("system", {})["server_flops_per_s"] = rate
+        _, events, _ = run_scenario(timed, tmp_path, name=name)
+        second = [e for e in events if e["kind"] == "act" and e["e"] == 2 and e["version"] == 0]
+        return {e["client"]: e["t"] for e in second}
+
+    free, charged = arrivals(0.0, "server_free"), arrivals(server_flops_per_s, "server_charged")
+    assert free.keys() == charged.keys()
+    return {k: charged[k] - free[k] for k in free}
 
 
 def resumes_identically(doc, tmp_path):

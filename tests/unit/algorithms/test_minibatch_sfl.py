@@ -236,3 +236,27 @@ def test_minibatch_sfl_learns_fashion_mnist(tmp_path):
     summary = runner.run(sc, tmp_path / "fm", backend="local")
     assert summary["synthetic_data"] is False
     assert summary["final_accuracy"] > 0.4, summary  # chance is 0.1; 250 local iterations of 5 clients
+
+
+@pytest.mark.parametrize("accounting", ["per-batch", "per-sample"])
+def test_server_time_of_a_barrier_counts_the_concatenated_step_once_per_sample(tmp_path, accounting):
+    """Server time at a barrier: C gradient passes plus one step pass on the concatenation.
+
+    Per batch Σ_k b·(F_G + F_step); per sample each pass is one image, so C·F_G + F_step: the step over the
+    concatenation is one pass, not C (it was charged C·F_step before). Read off the run as the shift of the
+    second iteration's arrivals when the server rate goes from free to f.
+    """
+    f = 1e9
+    base = _fixed(tmp_path)
+    base["system"]["timing"] = {"flops_accounting": accounting}
+    prof = runner.prepare(scenario_from_dict(base)).profile
+    grad = prof.server_forward_flops + prof.server_input_grad_flops
+    step = prof.server_forward_flops + prof.server_weight_grad_flops
+    c, b = len(DEVICES), 16
+    expected = c * b * (grad + step) / f if accounting == "per-batch" else (c * grad + step) / f
+
+    shift = fl_helpers.server_charge_at_first_barrier(base, tmp_path, f)
+    assert shift.keys() == set(range(c))
+    for k, s in shift.items():
+        assert s == pytest.approx(expected, rel=1e-9), k
+    assert expected > 0

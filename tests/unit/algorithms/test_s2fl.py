@@ -278,3 +278,45 @@ def test_s2fl_learns_fashion_mnist(tmp_path):
     summary = runner.run(scenario_from_dict(base), tmp_path / "fm", backend="local")
     assert summary["synthetic_data"] is False
     assert summary["final_accuracy"] > 0.4, summary  # chance is 0.1
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_per_sample_server_time_charges_one_step_pass_per_group_at_its_shallowest_cut(tmp_path, groups):
+    """Per sample, a barrier costs Σ_k F_G(split_k) + Σ_groups max_{k∈g} F_step(split_k): one step pass per
+    group, charged at the split with the most server layers (``SyncSplitPolicy.server_busy_s``)."""
+    f = 1e9
+    trace = tmp_path / "devices.csv"
+    trace.write_text(
+        "client,flops_per_s,uplink_bps,downlink_bps\n"
+        + "".join(f"{k},{fl},{u},{d}\n" for k, (fl, u, d) in enumerate(DEVICES))
+    )
+    base = copy.deepcopy(BASE)
+    base["data"].update({"partition": "iid", "synthetic_train": 128})
+    base["federation"] = {"num_clients": 4, "active_clients": 4}
+    base["train"].update({"global_iterations": 1, "local_iterations": 2})
+    base["system"] = {
+        "compute": {"kind": "trace"},
+        "link": {"kind": "trace"},
+        "trace_file": str(trace),
+        "timing": {"flops_accounting": "per-sample"},
+    }
+    base = _as(base, "s2fl", groups=groups)
+    setup = runner.prepare(scenario_from_dict(base)).setup
+    profiles = list(split_profiles(setup, ["conv1", "conv2"]).values())
+    b, times = 16, np.zeros((4, 2))
+    for k, (fl, up, dn) in enumerate(DEVICES):  # per sample: one image's FLOPs per pass, the batch's bytes
+        for j, p in enumerate(profiles):
+            compute = (p.client_forward_flops + p.client_backward_flops) / fl
+            times[k, j] = compute + 8 * b * (p.activation_bytes + 8) / up + 8 * b * p.activation_bytes / dn
+    choice = [profiles[int(np.argmin(np.abs(row - np.median(times))))] for row in times]
+    assert len({id(p) for p in choice}) == 2  # both cuts are in the round
+    parts = balance_groups(np.asarray(setup.label_hist)[[0, 1, 2, 3]], groups)
+    grad = sum(p.server_forward_flops + p.server_input_grad_flops for p in choice)
+    step_pass = [p.server_forward_flops + p.server_weight_grad_flops for p in choice]
+    step = sum(max(step_pass[i] for i in g) for g in parts)
+    expected = (grad + step) / f
+
+    shift = fl_helpers.server_charge_at_first_barrier(base, tmp_path, f)
+    assert shift.keys() == set(range(4))
+    for k, s in shift.items():
+        assert s == pytest.approx(expected, rel=1e-9), k
