@@ -125,8 +125,20 @@ def test_the_watchdog_imports_raysfl_from_its_driver_not_the_working_directory(t
     planted.mkdir()
     (planted / "__init__.py").write_text(f"open({str(tmp_path / 'PLANTED_RAN')!r}, 'w').close()\n")
     driver = "from raysfl.engine import reaper; print(reaper.start_watchdog('mk3').pid, flush=True)"
+    # the driver runs from tmp_path: a relative PYTHONPATH entry of the test's own run (``PYTHONPATH=.``)
+    # keeps naming the folder it named here, not the planted package
+    env = dict(os.environ)
+    if env.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.pathsep.join(
+            os.path.abspath(p) for p in env["PYTHONPATH"].split(os.pathsep) if p
+        )
     proc = subprocess.run(
-        [sys.executable, "-P", "-c", driver], cwd=tmp_path, capture_output=True, text=True, timeout=60
+        [sys.executable, "-P", "-c", driver],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr
     assert _gone(int(proc.stdout.split()[0]), 10), "the watchdog did not run to its end"
