@@ -171,9 +171,10 @@ class FSLPolicy:
         silent = [k for k, nb in batches.items() if not upload_batches(nb, rules.h, rules.upload_rule)]
         if not silent:
             return
-        fewest = min(batches[k] for k in silent)
+        fewest, most = min(batches[k] for k in silent), max(batches[k] for k in silent)
+        counts = f"{fewest}" if fewest == most else f"{fewest}–{most}"
         why = (
-            f"algorithm.params.h: h = {rules.h} exceeds the {fewest} minibatches a round "
+            f"algorithm.params.h: h = {rules.h} exceeds the {counts} minibatches a round "
             f"(local_epochs · ⌈|D_i|/B⌉) of {len(silent)} of the {len(batches)} clients, which never upload "
             "smashed data with upload_rule = 'last_of_window'"
         )

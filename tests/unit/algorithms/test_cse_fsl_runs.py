@@ -329,6 +329,10 @@ def test_an_h_beyond_every_clients_batches_is_refused_before_training(tmp_path, 
         capsys.readouterr().err
     )
     assert {e["client"] for e in r["events"] if e["kind"] == "upload"} == {0}
+    # h = 12 silences all three; their batch counts differ, so the message gives their range
+    silent = r"h = 12 exceeds the 10–11 minibatches .* of 3 of the 3 .* use h ≤ 11"
+    with pytest.raises(ConfigError, match=silent):
+        run(tmp_path, "cse_fsl", [*sizes[:2], "algorithm.params.h=12"], name="h12")
 
 
 def test_drop_last_with_a_client_smaller_than_a_batch_is_refused_before_training(tmp_path):
