@@ -31,6 +31,7 @@ run: install data
 
 # Two pytest-xdist workers; a file's tests that use Ray run in order in one worker, on its own local Ray
 # (tests/conftest.py groups them). TEST_WORKERS=0 runs the suite in one process.
+# Three workers on two cores were slower, not faster (2026-11-30, one run each: 12:35 against 11:47).
 TEST_WORKERS ?= 2
 
 test: install
