@@ -199,12 +199,19 @@ class FLPolicy:
     def step_times(self, k: int, steps: int | None = None) -> list[float]:
         """Compute time of each of client k's next ``steps`` (None: E) steps; advances its step count."""
         b, n = self.train.batch_size, self.setup.client_size(k)
-        flops = self.costs.forward_flops + self.costs.backward_flops
+        flops = self._step_flops(k)
         times = []
         for _ in range(self.train.local_iterations if steps is None else steps):
             times.append(self.time.compute_s(k, flops, batch_size_at(self.steps[k], n, b)))
             self.steps[k] += 1
         return times
+
+    def _step_flops(self, k: int) -> float:
+        """Per-sample FLOPs of one of client k's local steps: the full model's forward and backward.
+
+        A subclass adds what its local objective computes besides (MOON's frozen forward passes).
+        """
+        return self.costs.forward_flops + self.costs.backward_flops
 
     def job_duration(self, k: int, steps: int | None = None) -> float:
         """T_k for client k's next job of ``steps`` (None: E) minibatch steps; advances its step counter."""

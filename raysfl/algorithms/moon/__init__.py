@@ -4,6 +4,7 @@ from raysfl.algorithms.common.fl_spec import fl_spec
 from raysfl.algorithms.fedavg.server import FedAvgServer
 from raysfl.algorithms.moon.objective import MOONObjective, contrastive_loss, representation_and_logits
 from raysfl.algorithms.moon.params import MOONParams
+from raysfl.algorithms.moon.policy import MOONPolicy
 
 SPEC = fl_spec(
     name="moon",
@@ -14,7 +15,18 @@ SPEC = fl_spec(
     per_update=lambda setup: setup.scenario.federation.active_clients,  # one round of C jobs
     synchronous=True,
     objective=lambda setup, model: MOONObjective(model, setup.params.mu, setup.params.temperature),
+    policy=MOONPolicy,  # FedAvg's rounds; the frozen forward passes charged when asked (off by default)
+    policy_options=lambda setup: {
+        "charge_frozen_passes": setup.params.charge_frozen_passes and setup.params.mu > 0
+    },
     state_classes=(MOONObjective,),
 )
 
-__all__ = ["SPEC", "MOONObjective", "MOONParams", "contrastive_loss", "representation_and_logits"]
+__all__ = [
+    "SPEC",
+    "MOONObjective",
+    "MOONParams",
+    "MOONPolicy",
+    "contrastive_loss",
+    "representation_and_logits",
+]

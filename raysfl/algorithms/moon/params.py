@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raysfl.config import option
+from raysfl.config import Above, option
 
 
 @dataclass(frozen=True)
@@ -24,4 +24,11 @@ class MOONParams:
         "data-size",
         choices=("data-size", "uniform"),
         doc="round average weighted by |D_k| [P] (MOON Algorithm 1), or uniform 1/C [A]",
+    )
+    charge_frozen_passes: bool = option(
+        False,
+        doc="charge each local step's two frozen forward passes (global and previous model) on the "
+        "emulated clock, from a device's second job on; off [A]: FedASMU's Table 4 gives MOON FedAvg's "
+        "times to target in five settings, which only an uncharged extra forward allows",
+        applies={"mu": Above(0.0)},
     )

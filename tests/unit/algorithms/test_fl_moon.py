@@ -10,9 +10,15 @@ import torch.nn.functional as F
 from fl_helpers import KEY, wt
 from torch import nn
 
+from raysfl.algorithms import ALGORITHMS
+from raysfl.algorithms.actions import Call, Event, Schedule
+from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.fl_client import FLClient
 from raysfl.algorithms.config import TrainConfig
 from raysfl.algorithms.moon import MOONObjective, contrastive_loss, representation_and_logits
+from raysfl.models.flops import profile_split_model
+from raysfl.models.zoo import build_split_model
+from raysfl.scenario import scenario_from_dict
 
 
 def test_contrastive_loss_by_hand():
@@ -105,3 +111,136 @@ def test_server_is_the_data_size_weighted_round_average():
     server.on_client_model(0, wt(5.0, 2.0), 1)
     server.on_client_model(1, wt(1.0, 6.0), 3)
     assert torch.equal(server.global_model()[KEY], wt(2.0, 5.0)[KEY])
+
+
+TINY = {
+    "name": "tiny-moon",
+    "seed": 5,
+    "data": {"dataset": "synthetic", "partition": "shard", "synthetic_train": 400, "synthetic_test": 100},
+    "model": {"name": "lenet5"},
+    "train": {"local_iterations": 2, "batch_size": 16, "eval_every": 1},
+    "metrics": {"progress": False, "tensorboard": False, "events": False},
+}
+
+
+# --- emulated time: the frozen forward passes, charged on request ------------------------------------------
+class FlopTime:
+    """Compute time 0.1 s per FLOP per sample; transfers 1 s each way."""
+
+    def download_s(self, k, nbytes):
+        return 1.0
+
+    def compute_s(self, k, flops, batch):
+        return 0.1 * flops * batch
+
+    def upload_s(self, k, nbytes):
+        return 1.0
+
+
+class OneTwoProfile(fl_helpers.StubProfile):
+    """F = 1 and B = 2 FLOPs per sample."""
+
+    full_forward_flops, full_backward_flops = 1.0, 2.0
+
+
+def moon_policy(params):
+    sc = scenario_from_dict(
+        {
+            "name": "moon-policy",
+            "data": {"dataset": "synthetic", "partition": "iid"},
+            "model": {"name": "lenet5"},
+            "federation": {"num_clients": 3, "active_clients": 3},
+            "train": {"local_iterations": 3, "batch_size": 1},
+            "algorithm": {"name": "moon", "params": params},
+        }
+    )
+    setup = RunSetup(sc, sc.params, (1, 1, 1), 2, tuple(np.arange(4) for _ in range(3)), None)
+    return ALGORITHMS["moon"].make_policy(setup, FlopTime(), OneTwoProfile(), np.random.default_rng(0))
+
+
+def train_paces(policy, rounds):
+    """client -> pace_s of each train call, per round, driving the policy's events in time order."""
+    paces = [{}]
+    pending = []
+
+    def take(actions):
+        for a in actions:
+            if isinstance(a, Call) and a.method == "train":
+                if a.client in paces[-1]:
+                    paces.append({})
+                paces[-1][a.client] = a.pace_s
+            elif isinstance(a, Schedule):
+                pending.append(Event(a.t, a.kind, a.client, a.data))
+
+    take(policy.start())
+    while pending and len(paces) <= rounds:
+        pending.sort(key=lambda e: e.t)
+        take(policy.on_event(pending.pop(0)))
+    return paces[:rounds]
+
+
+@pytest.mark.parametrize(
+    ("params", "second"),
+    [
+        ({}, 2.9),  # not charged [A]: 1 + 3 steps · 0.1·(F + B) + 1 = 2.9 s, every job
+        ({"charge_frozen_passes": True}, 3.5),  # from the second job: 1 + 3 · 0.1·(3F + B) + 1 = 3.5 s
+        ({"charge_frozen_passes": True, "mu": 0.0}, 2.9),  # μ = 0 runs no frozen pass
+    ],
+)
+def test_frozen_passes_are_charged_from_a_devices_second_job_when_asked(params, second):
+    """C = K = 3, E = 3, batch 1: every device trains in both rounds; its first job has no previous model."""
+    first, again = train_paces(moon_policy(params), rounds=2)
+    assert first == pytest.approx({0: 2.9, 1: 2.9, 2: 2.9})
+    assert again == pytest.approx({0: second, 1: second, 2: second})
+
+
+def test_charging_the_frozen_passes_moves_only_the_clock(tmp_path):
+    """A real run (LeNet-5, near-free links): the same draws and weights, and each job of a device that
+    trained before lasts (3F + B)/(F + B) times as long, F and B LeNet-5's measured FLOPs per sample."""
+    doc = {
+        **TINY,
+        "federation": {"num_clients": 5, "active_clients": 2},
+        "train": {**TINY["train"], "global_iterations": 4},
+        "algorithm": {"name": "moon", "params": {"mu": 1.0}},
+        "system": {"link": {"kind": "fixed", "uplink_bps": 1e18, "downlink_bps": 1e18}},
+        "metrics": {**TINY["metrics"], "events": True},
+    }
+    _, off_events, off = fl_helpers.run_scenario(doc, tmp_path, name="off")
+    _, on_events, on = fl_helpers.run_scenario(
+        doc, tmp_path, ["algorithm.params.charge_frozen_passes=true"], name="on"
+    )
+    assert [(m["loss"], m["accuracy"]) for m in on] == [(m["loss"], m["accuracy"]) for m in off]
+    sc = scenario_from_dict(doc)
+    prof = profile_split_model(build_split_model(sc.model, 1, 28, 10, seed=0))
+    f, b = prof.full_forward_flops, prof.full_backward_flops
+    off_jobs, on_jobs = job_durations(off_events), job_durations(on_events)
+    assert off_jobs.keys() == on_jobs.keys()
+    seen, repeats = set(), 0
+    for (version, k), dur in sorted(off_jobs.items()):
+        ratio = on_jobs[version, k] / dur
+        assert ratio == pytest.approx((3 * f + b) / (f + b) if k in seen else 1.0, rel=1e-6)
+        repeats += k in seen
+        seen.add(k)
+    assert repeats >= 2  # seed 5 draws some devices again in 4 rounds of 2 of 5
+
+
+def test_resume_with_charged_frozen_passes(tmp_path):
+    """The policy's job counts (which devices have a previous model) survive a crash and a resume."""
+    doc = {
+        **TINY,
+        "federation": {"num_clients": 5, "active_clients": 2},
+        "train": {**TINY["train"], "global_iterations": 4},
+        "algorithm": {"name": "moon", "params": {"charge_frozen_passes": True}},
+        "metrics": {**TINY["metrics"], "events": True},
+    }
+    fl_helpers.resumes_identically(doc, tmp_path)
+
+
+def job_durations(events):
+    """(version, client) -> download-to-upload time of each job."""
+    starts = {(e["version"], e["client"]): e["t"] for e in events if e["kind"] == "start"}
+    return {
+        (e["version"], e["client"]): e["t"] - starts[e["version"], e["client"]]
+        for e in events
+        if e["kind"] == "model"
+    }
