@@ -28,7 +28,7 @@ class MOONParams:
     charge_frozen_passes: bool = option(
         False,
         doc="charge each local step's two frozen forward passes (global and previous model) on the "
-        "emulated clock, from a device's second job on; off [A]: FedASMU's Table 4 gives MOON FedAvg's "
-        "times to target in five settings, which only an uncharged extra forward allows",
+        "emulated clock, from a device's second job on; off [A]: FedASMU's Table 4 gives MOON exactly "
+        "FedAvg's times to target in four settings (FedProx's in a fifth), as uncharged passes would",
         applies={"mu": Above(0.0)},
     )

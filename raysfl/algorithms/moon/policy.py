@@ -7,7 +7,8 @@ F + B + 2·F FLOPs per sample against FedAvg's F + B. A device's first job has n
 on the cross-entropy alone, as does μ = 0: neither runs the frozen passes, so neither is charged for them.
 
 By default the frozen passes are not charged [A] (FedASMU's Table 4 gives MOON exactly FedAvg's times to
-target in five settings; docs/algorithms/moon.md); ``charge_frozen_passes`` charges them.
+target in four settings and FedProx's in a fifth; docs/algorithms/moon.md); ``charge_frozen_passes``
+charges them.
 """
 
 from __future__ import annotations
