@@ -10,6 +10,7 @@ carry. For each method of a setting and the ``--paired`` baseline of that settin
     95 % interval     mean ± t(0.975, n − 1) · SE, Student's t with n − 1 degrees of freedom: with the few
                       seeds a reproduction affords it is much wider than ± 2 · SE (t = 3.18 for n = 4)
     ahead / behind    how many seeds have the method above / below the baseline (ties count in neither)
+    processors        a note names the seeds whose two runs were made on different processors
 
 ``--paired BASELINE`` pairs every other method of a setting with BASELINE; ``--paired "METHOD vs BASELINE"``
 pairs only METHOD, so a report over many variants lists the comparisons a claim makes and no others
@@ -81,6 +82,24 @@ def paired_difference(
     return PairedDifference(
         seeds=tuple(s for s, _ in pairs), differences=tuple(d for _, d in pairs), mean=mean, std=std
     )
+
+
+def cross_processor_seeds(method: Group, baseline: Group) -> tuple[int, ...]:
+    """The seeds whose ``method`` and ``baseline`` runs were made on different processors, in order.
+
+    A processor can change a result's last bits, which training grows into points of accuracy (two
+    processors moved one method's runs by 0.5 to 1.8 points, benchmarks/REPRODUCTION.md), so such a seed's
+    difference holds the machines' part as well as the methods'. Compares ``config.toml``'s
+    ``[run] driver_processor``; a run that does not record it (made before it was recorded) counts as no
+    difference.
+    """
+    theirs = {r.seed: r.info.get("driver_processor") for r in baseline.runs}
+    mixed = set()
+    for run in method.runs:
+        mine, other = run.info.get("driver_processor"), theirs.get(run.seed)
+        if mine and other and mine != other:
+            mixed.add(run.seed)
+    return tuple(sorted(mixed))
 
 
 def resolve_method(name: str, labels: Sequence[str], algorithms: Mapping[str, str] | None = None) -> str:
@@ -220,4 +239,15 @@ def paired_table(
             row += [_summary(diff), _interval(diff), f"{diff.ahead} / {diff.behind}"]
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
+    for name, group in others:
+        mixed = cross_processor_seeds(group, base)
+        if mixed:
+            which = ", ".join(str(s) for s in mixed)
+            lines += [
+                f"Seed{'s' if len(mixed) > 1 else ''} {which} of `{name}` − `{baseline}` pair runs made on "
+                "different processors (config.toml's `driver_processor`): a processor can change a result's "
+                "last bits, which training grows into points, so those differences are the machines' as well "
+                "as the methods'.",
+                "",
+            ]
     return lines

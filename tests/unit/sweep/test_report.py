@@ -232,6 +232,45 @@ def test_report_names_the_processors_and_torch_that_made_the_runs(tmp_path):
     ) in text
 
 
+def test_paired_tables_name_the_seeds_whose_runs_ran_on_different_processors(tmp_path):
+    """A seed's difference of runs from two processors holds the machines' part too: the report says which."""
+    import tomllib
+
+    from raysfl.report.paired import cross_processor_seeds
+
+    epyc, xeon = "AMD EPYC 7B13", "Intel(R) Xeon(R) CPU @ 2.20GHz"
+    made_on = {  # (method, seed): processor; fedavg seed 4 records none (made before it was recorded)
+        ("gas", 1): epyc, ("gas", 2): xeon, ("gas", 3): epyc, ("gas", 4): xeon,
+        ("fedavg", 1): epyc, ("fedavg", 2): epyc, ("fedavg", 3): xeon,
+    }  # fmt: skip
+    root = tmp_path / "runs"
+    for algorithm in ("gas", "fedavg"):
+        for seed in (1, 2, 3, 4):
+            run = make_run(
+                root, f"{algorithm}_{seed}", _scenario(algorithm, seed), [(0, 0.0, 0.1), (1, 1.0, 0.5)]
+            )
+            if (algorithm, seed) in made_on:
+                doc = tomllib.loads((run / "config.toml").read_text())
+                doc["run"]["driver_processor"] = made_on[algorithm, seed]
+                (run / "config.toml").write_text(dumps_toml(doc))
+    groups = {g.runs[0].path.name: g for g in group_runs(find_runs([root])[0])}
+    gas, fedavg = groups["gas_1"], groups["fedavg_1"]
+    assert cross_processor_seeds(gas, fedavg) == (2, 3)
+    assert cross_processor_seeds(fedavg, gas) == (2, 3)
+    assert cross_processor_seeds(gas, gas) == ()
+    assert main(["report", str(root), "--out", str(tmp_path / "rep"), "--paired", "fedavg"]) == 0
+    text = (tmp_path / "rep" / "report.md").read_text()
+    assert (
+        "Seeds 2, 3 of `gas` − `fedavg` pair runs made on different processors (config.toml's "
+        "`driver_processor`)"
+    ) in text
+    assert text.count("different processors") == 1  # once per pair of methods, after its tables
+    for config in root.glob("*/config.toml"):  # one processor throughout: no note
+        config.write_text(config.read_text().replace(xeon, epyc))
+    assert main(["report", str(root), "--out", str(tmp_path / "rep2"), "--paired", "fedavg"]) == 0
+    assert "different processors" not in (tmp_path / "rep2" / "report.md").read_text()
+
+
 def test_report_md_has_a_row_per_group_and_embeds_the_figures(runs, tmp_path, capsys):
     out = tmp_path / "rep"
     assert main(["report", str(runs), "--out", str(out), "--target", "0.6"]) == 0
