@@ -9,6 +9,7 @@ import ray
 from raysfl.actors.profiled import Profiled
 
 from raysfl.engine.hosts import ClientHost
+from raysfl.engine.provenance import processor_name
 
 
 @ray.remote
@@ -57,3 +58,7 @@ class ClientPool(Profiled):
     def node_id(self) -> str:
         """The Ray node this pool runs on (placement tests, reports)."""
         return ray.get_runtime_context().get_node_id()
+
+    def processor(self) -> str:
+        """The processor model of this pool's node: it decides the last bits of the pool's jobs."""
+        return processor_name()

@@ -8,6 +8,7 @@ import ray
 from raysfl.actors.profiled import Profiled
 
 from raysfl.engine.hosts import ServerHost, pick_device
+from raysfl.engine.provenance import processor_name
 
 
 @ray.remote
@@ -37,9 +38,10 @@ class Server(Profiled):
         self.host.restore(snap)
 
     def describe(self) -> dict[str, str]:
-        """Where the server runs: device name and node."""
+        """Where the server runs: device name, node and the node's processor model."""
         return {
             "device": self.device,
             "device_name": self.host.device_name(),
             "node_id": ray.get_runtime_context().get_node_id(),
+            "processor": processor_name(),
         }

@@ -14,6 +14,7 @@ from raysfl.algorithms.actions import SERVER, Call, Report, Slot
 from raysfl.engine.copies import as_sent
 from raysfl.engine.hosts import ClientHost, ServerHost
 from raysfl.engine.policy_errors import unfilled_slot
+from raysfl.engine.provenance import processor_name
 from raysfl.engine.snapshot import capture, rebuild
 
 Ready = tuple[dict[str, Any], dict[str, Any]]  # (report info, metrics)
@@ -173,7 +174,9 @@ class LocalDispatcher:
             "device": server.device,
             "device_name": server.device_name(),
             "node_id": "local",
+            "processor": processor_name(),
             "pool_nodes": ["local"],
+            "pool_processors": [processor_name()],
         }
 
     def snapshot(self) -> dict[str, Any]:

@@ -292,7 +292,13 @@ class RayDispatcher:
         with _lost_workers():
             server = ray.get(self.server.describe.remote())
             nodes = ray.get([p.node_id.remote() for p in self.pools])
-        out = {**server, "pool_nodes": nodes, "pool_placement": self.pool_placement}
+            processors = ray.get([p.processor.remote() for p in self.pools])
+        out = {
+            **server,
+            "pool_nodes": nodes,
+            "pool_processors": processors,
+            "pool_placement": self.pool_placement,
+        }
         if self.balancer is not None:
             out["pool_calls"] = list(self.balancer.calls)
             out["client_moves"] = self.balancer.moves

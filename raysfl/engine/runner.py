@@ -47,7 +47,7 @@ from raysfl.engine.hosts import ClientHost, ServerDeviceError, ServerHost, build
 from raysfl.engine.interrupts import remembered_interrupts
 from raysfl.engine.loop import Coordinator, ResumableSink, Sink, Totals, plain_scalar
 from raysfl.engine.policy_errors import ENGINE_REPORT_KEYS, REPORT_KEYS
-from raysfl.engine.provenance import processor_name, source_commit
+from raysfl.engine.provenance import mixed_processors_note, processor_name, source_commit
 from raysfl.engine.rng import stream
 from raysfl.metrics.divergence import DivergenceNotice
 from raysfl.metrics.parquet import EventLog, MetricsLog, event_schema
@@ -557,6 +557,9 @@ def _attempt(
             placement = dispatcher.placement()
         if placed is not None:
             placed.update(placement)
+        processors_note = mixed_processors_note(placement)
+        if processors_note:
+            print(f"raysfl: {processors_note}", file=sys.stderr)
         rng = stream(sc.seed, "policy")
         spec = sc.algorithm_spec
         assert spec.make_policy is not None  # check_spec refuses a spec without one

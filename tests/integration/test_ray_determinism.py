@@ -3,6 +3,7 @@
 import pyarrow.parquet as pq
 import pytest
 
+from raysfl.engine.provenance import mixed_processors_note, processor_name
 from raysfl.engine.runner import run
 from raysfl.scenario import scenario_from_dict
 from tests.scenarios import TINY_GAS
@@ -34,6 +35,13 @@ def test_ray_pools_match_the_local_reference(ray_session, local_reference, tmp_p
     assert _metrics(out) == _metrics(local_reference)
     assert _events(out) == _events(local_reference)
     assert (out / "tb").is_dir() and any((out / "tb").iterdir())
+    # every actor names its node's processor model (one machine here: the driver's), and no note is due
+    placement = summary["placement"]
+    assert (
+        placement["processor"] == processor_name()
+        and placement["pool_processors"] == [processor_name()] * pools
+    )
+    assert mixed_processors_note(placement) is None
 
 
 FEDASMU = {
