@@ -23,7 +23,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from raysfl.report.runs import Group, mean_std
+from raysfl.report.runs import Group, Run, mean_std
 from raysfl.report.student_t import mean_interval
 
 CONFIDENCE = 0.95  # the level of the paired tables' interval column
@@ -84,19 +84,34 @@ def paired_difference(
     )
 
 
+def computed_on(run: Run) -> frozenset[str]:
+    """The processor models that computed ``run``; empty for a run that records none.
+
+    Its server's (on a CPU) and its pools', from ``summary.json``'s placement; else ``config.toml``'s
+    ``[run] driver_processor`` (runs made before the actors' processors were recorded).
+    """
+    placement = run.summary.get("placement") or {}
+    actors = list(placement.get("pool_processors") or ())
+    if placement.get("device", "cpu") == "cpu" and placement.get("processor"):
+        actors.append(placement["processor"])
+    if actors:
+        return frozenset(actors)
+    driver = run.info.get("driver_processor")
+    return frozenset([driver]) if driver else frozenset()
+
+
 def cross_processor_seeds(method: Group, baseline: Group) -> tuple[int, ...]:
-    """The seeds whose ``method`` and ``baseline`` runs were made on different processors, in order.
+    """The seeds whose ``method`` and ``baseline`` runs were computed on different processors, in order.
 
     A processor can change a result's last bits, which training grows into points of accuracy (two
     processors moved one method's runs by 0.5 to 1.8 points, benchmarks/REPRODUCTION.md), so such a seed's
-    difference holds the machines' part as well as the methods'. Compares ``config.toml``'s
-    ``[run] driver_processor``; a run that does not record it (made before it was recorded) counts as no
-    difference.
+    difference holds the machines' part as well as the methods'. Compares :func:`computed_on`; a run that
+    records no processor counts as no difference.
     """
-    theirs = {r.seed: r.info.get("driver_processor") for r in baseline.runs}
+    theirs = {r.seed: computed_on(r) for r in baseline.runs}
     mixed = set()
     for run in method.runs:
-        mine, other = run.info.get("driver_processor"), theirs.get(run.seed)
+        mine, other = computed_on(run), theirs.get(run.seed)
         if mine and other and mine != other:
             mixed.add(run.seed)
     return tuple(sorted(mixed))
@@ -244,10 +259,10 @@ def paired_table(
         if mixed:
             which = ", ".join(str(s) for s in mixed)
             lines += [
-                f"Seed{'s' if len(mixed) > 1 else ''} {which} of `{name}` − `{baseline}` pair runs made on "
-                "different processors (config.toml's `driver_processor`): a processor can change a result's "
-                "last bits, which training grows into points, so those differences are the machines' as well "
-                "as the methods'.",
+                f"Seed{'s' if len(mixed) > 1 else ''} {which} of `{name}` − `{baseline}` pair runs computed "
+                "on different processors (summary.json's `placement`, else config.toml's "
+                "`driver_processor`): a processor can change a result's last bits, which training grows "
+                "into points, so those differences are the machines' as well as the methods'.",
                 "",
             ]
     return lines

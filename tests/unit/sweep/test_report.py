@@ -236,7 +236,7 @@ def test_paired_tables_name_the_seeds_whose_runs_ran_on_different_processors(tmp
     """A seed's difference of runs from two processors holds the machines' part too: the report says which."""
     import tomllib
 
-    from raysfl.report.paired import cross_processor_seeds
+    from raysfl.report.paired import computed_on, cross_processor_seeds
 
     epyc, xeon = "AMD EPYC 7B13", "Intel(R) Xeon(R) CPU @ 2.20GHz"
     made_on = {  # (method, seed): processor; fedavg seed 4 records none (made before it was recorded)
@@ -261,14 +261,26 @@ def test_paired_tables_name_the_seeds_whose_runs_ran_on_different_processors(tmp
     assert main(["report", str(root), "--out", str(tmp_path / "rep"), "--paired", "fedavg"]) == 0
     text = (tmp_path / "rep" / "report.md").read_text()
     assert (
-        "Seeds 2, 3 of `gas` − `fedavg` pair runs made on different processors (config.toml's "
-        "`driver_processor`)"
+        "Seeds 2, 3 of `gas` − `fedavg` pair runs computed on different processors (summary.json's "
+        "`placement`, else config.toml's `driver_processor`)"
     ) in text
     assert text.count("different processors") == 1  # once per pair of methods, after its tables
     for config in root.glob("*/config.toml"):  # one processor throughout: no note
         config.write_text(config.read_text().replace(xeon, epyc))
     assert main(["report", str(root), "--out", str(tmp_path / "rep2"), "--paired", "fedavg"]) == 0
     assert "different processors" not in (tmp_path / "rep2" / "report.md").read_text()
+    # the actors' processors, where summary.json records them, count over the driver's: gas seed 1's pools
+    # ran on a Xeon node of a cluster whose driver was an EPYC; a GPU server's host CPU does not count
+    for name, pools, server in (("gas_1", [epyc, xeon], epyc), ("fedavg_1", [epyc, epyc], xeon)):
+        summary = json.loads((root / name / "summary.json").read_text())
+        device = "cuda" if name == "fedavg_1" else "cpu"
+        summary["placement"] = {"device": device, "processor": server, "pool_processors": pools}
+        (root / name / "summary.json").write_text(json.dumps(summary))
+    groups = {g.runs[0].path.name: g for g in group_runs(find_runs([root])[0])}
+    seed_1 = {name: next(r for r in groups[name].runs if r.seed == 1) for name in ("gas_1", "fedavg_1")}
+    assert computed_on(seed_1["gas_1"]) == {epyc, xeon}
+    assert computed_on(seed_1["fedavg_1"]) == {epyc}
+    assert cross_processor_seeds(groups["gas_1"], groups["fedavg_1"]) == (1,)
 
 
 def test_report_md_has_a_row_per_group_and_embeds_the_figures(runs, tmp_path, capsys):
