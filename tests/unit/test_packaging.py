@@ -84,6 +84,18 @@ def test_a_checkout_on_pythonpath_runs_its_own_actor_shells(tmp_path):
     assert Path(shells) == copy / "actors" / "__init__.py"
     assert Path(pool) == copy / "actors" / "client_pool.py"
     assert mark == "the copy"
+    # a project named otherwise that holds this package beside an actors/ of its own keeps raysfl's shells
+    pyproject = copy / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('name = "raysfl"', 'name = "their-project"', 1))
+    done = subprocess.run(
+        [sys.executable, "-c", "import raysfl.actors; print(raysfl.actors.__file__)"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert copy not in Path(done.stdout.strip() or "/").parents, done.stdout
 
 
 def test_importing_raysfl_binds_its_own_shells_without_importing_ray(tmp_path):
