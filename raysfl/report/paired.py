@@ -10,7 +10,7 @@ carry. For each method of a setting and the ``--paired`` baseline of that settin
     95 % interval     mean ± t(0.975, n − 1) · SE, Student's t with n − 1 degrees of freedom: with the few
                       seeds a reproduction affords it is much wider than ± 2 · SE (t = 3.18 for n = 4)
     ahead / behind    how many seeds have the method above / below the baseline (ties count in neither)
-    processors        a note names the seeds whose two runs were made on different processors
+    processors        a note names the seeds whose two runs were computed on different processors
 
 ``--paired BASELINE`` pairs every other method of a setting with BASELINE; ``--paired "METHOD vs BASELINE"``
 pairs only METHOD, so a report over many variants lists the comparisons a claim makes and no others
