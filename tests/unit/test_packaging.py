@@ -103,8 +103,9 @@ def test_importing_raysfl_binds_its_own_shells_without_importing_ray(tmp_path):
         "import sys, raysfl; print(raysfl.actors.__file__); "
         "print(sorted({'ray', 'torch'} & set(sys.modules)))"
     )
+    env = os.environ | {"PYTHONPATH": str(ROOT)}  # this checkout's raysfl, however it is installed
     done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr[-2000:]
     shells, heavy = done.stdout.splitlines()
