@@ -53,18 +53,27 @@ def processor_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def computing_processors(placement: Mapping[str, Any]) -> tuple[str | None, list[str]]:
+    """The processor models whose last bits a run's numbers carry: (the server's, each pool's).
+
+    From a backend's placement (``processor``: the server's node's model; ``pool_processors``). A server on
+    a GPU computes on the GPU (``device_name``), on the node its request fixes, so its host CPU is ``None``
+    here; so is a server whose placement records no processor (runs made before they were recorded).
+    """
+    pools = [p for p in placement.get("pool_processors") or () if p]
+    on_cpu = placement.get("device", "cpu") == "cpu"
+    return (placement.get("processor") or None) if on_cpu else None, pools
+
+
 def mixed_processors_note(placement: Mapping[str, Any]) -> str | None:
     """A note when the server and the pools ran on more than one processor model, else ``None``.
 
-    ``placement`` is a backend's (``processor``: the server's node's model; ``pool_processors``: each pool's).
+    The models are :func:`computing_processors`' (a GPU server counts by its GPU, so only its pools do).
     Each processor model computes its own last bits of a convolution or a matmul, and training grows them
     into points of accuracy. The engine fixes which client's job runs when, not on which node: a run on such
-    a cluster repeats bit for bit only where its actors land on the same processor models again. A server on
-    a GPU computes on the GPU (``device_name``), whose node its request fixes, so only its pools count.
+    a cluster repeats bit for bit only where its actors land on the same processor models again.
     """
-    pools = list(placement.get("pool_processors") or ())
-    on_cpu = placement.get("device", "cpu") == "cpu"
-    server = placement.get("processor") if on_cpu else None
+    server, pools = computing_processors(placement)
     models = list(dict.fromkeys(p for p in [server, *pools] if p))
     if len(models) < 2:
         return None

@@ -23,6 +23,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from raysfl.engine.provenance import computing_processors
 from raysfl.report.runs import Group, Run, mean_std
 from raysfl.report.student_t import mean_interval
 
@@ -90,12 +91,10 @@ def computed_on(run: Run) -> frozenset[str]:
     Its server's (on a CPU) and its pools', from ``summary.json``'s placement; else ``config.toml``'s
     ``[run] driver_processor`` (runs made before the actors' processors were recorded).
     """
-    placement = run.summary.get("placement") or {}
-    actors = list(placement.get("pool_processors") or ())
-    if placement.get("device", "cpu") == "cpu" and placement.get("processor"):
-        actors.append(placement["processor"])
+    server, pools = computing_processors(run.summary.get("placement") or {})
+    actors = frozenset(p for p in [server, *pools] if p)
     if actors:
-        return frozenset(actors)
+        return actors
     driver = run.info.get("driver_processor")
     return frozenset([driver]) if driver else frozenset()
 
