@@ -106,22 +106,6 @@ def _reference_problems(reference: dict[str, Any]) -> list[str]:
     return [f"reference.accuracy: {acc!r} is not an accuracy in percent (a number in (1, 100]){hint}"]
 
 
-def input_geometry(sc: Scenario) -> tuple[int, int, int]:
-    """(channels, image size, classes) the model of ``sc`` is built for: the dataset's, after its crop.
-
-    A crop larger than the images is a problem :func:`_cross_checks` reports; here it leaves the size as is.
-    """
-    data = sc.data
-    meta = DATASETS[data.dataset]
-    if data.dataset == "synthetic":
-        channels, size, classes = data.synthetic_channels, data.synthetic_image_size, data.synthetic_classes
-    else:
-        channels, size, classes = meta.channels, meta.image_size, meta.num_classes
-    if 0 < data.crop_size <= size:
-        size = data.crop_size
-    return channels, size, classes
-
-
 def _cross_checks(sc: Scenario) -> list[str]:
     """Checks that span sections (each problem names a field and the allowed values)."""
     problems: list[str] = []
@@ -132,7 +116,7 @@ def _cross_checks(sc: Scenario) -> list[str]:
             f"({fed.num_clients}); choose 1..{fed.num_clients}"
         )
     meta = DATASETS[data.dataset]
-    channels, size, classes = input_geometry(sc)
+    classes = data.synthetic_classes if data.dataset == "synthetic" else meta.num_classes
     if data.partition == "shard" and (data.shards_per_client * fed.num_clients) % classes:
         problems.append(
             f"data.shards_per_client: shards_per_client·num_clients = {data.shards_per_client}·"
@@ -140,12 +124,15 @@ def _cross_checks(sc: Scenario) -> list[str]:
         )
     if data.partition == "natural" and data.dataset != "femnist":
         problems.append("data.partition: 'natural' (one client per writer) needs data.dataset = 'femnist'")
-    stored = data.synthetic_image_size if data.dataset == "synthetic" else meta.image_size
-    if data.crop_size > stored:
+    channels = data.synthetic_channels if data.dataset == "synthetic" else meta.channels
+    size = data.synthetic_image_size if data.dataset == "synthetic" else meta.image_size
+    if data.crop_size > size:
         problems.append(
-            f"data.crop_size: {data.crop_size} exceeds the {stored}×{stored} images of {data.dataset}; use "
-            f"at most {stored} (0 = no crop)"
+            f"data.crop_size: {data.crop_size} exceeds the {size}×{size} images of {data.dataset}; use at "
+            f"most {size} (0 = no crop)"
         )
+    elif data.crop_size:
+        size = data.crop_size
     problems += validate_model_config(sc.model, channels, size, classes)
     problems += sc.system.timing.algorithm_problems(sc.algorithm.name)
     problems += _reference_problems(sc.reference)

@@ -18,12 +18,10 @@ from raysfl.algorithms.common.transforms import train_transform
 from raysfl.algorithms.gas.dissimilarity import GradientDissimilarity
 from raysfl.algorithms.gas.generate import GaussianSampler
 from raysfl.algorithms.gas.lowrank import LowRankSampler
-from raysfl.algorithms.gas.params import GASParams, reuse_forward_problem
+from raysfl.algorithms.gas.params import GASParams
 from raysfl.algorithms.gas.policy import GASPolicy, Job
 from raysfl.algorithms.gas.server import GASServer
 from raysfl.algorithms.gas.stats import LabelGaussians
-from raysfl.config import ConfigError
-from raysfl.models.per_sample import batch_coupled_layers
 
 
 def make_client(
@@ -94,30 +92,8 @@ def largest_log_weight(params: GASParams, n_max: int) -> float:
     return log_a + math.log(n)
 
 
-def reuse_forward_problems(scenario: Any, params: GASParams) -> list[str]:
-    """``reuse_forward`` needs a server part without batch normalisation or dropout (a meta-device build).
-
-    A model the zoo cannot build at these shapes is left to :func:`raysfl.models.zoo.validate_model_config`.
-    """
-    if not params.reuse_forward:
-        return []
-    from raysfl.models.zoo import build_split_model
-    from raysfl.scenario import input_geometry
-
-    channels, size, classes = input_geometry(scenario)
-    try:
-        with torch.device("meta"):
-            model = build_split_model(scenario.model, channels, size, classes, seed=0)
-    except ConfigError:
-        return []
-    coupled = batch_coupled_layers(model.server)
-    return [reuse_forward_problem(coupled)] if coupled else []
-
-
 def validate(scenario: Any, params: GASParams) -> list[str]:
-    """The weights s(n) fit their statistics (below) and ``reuse_forward`` fits the model.
-
-    s(n) must stay finite in the statistics' type up to the last progress n = T·E (paper progress).
+    """s(n) must stay finite in the statistics' type up to the last progress n = T·E (paper progress).
 
     Without generation (``generate = false``) the statistics are never kept, so s(n) is never used.
 
@@ -125,16 +101,15 @@ def validate(scenario: Any, params: GASParams) -> list[str]:
     The code's progress counters have no such bound at load time; :func:`raysfl.algorithms.gas.stats.
     weight_overflow` stops such a run when a total weight passes the limit.
     """
-    problems = reuse_forward_problems(scenario, params)
     if params.progress != "paper" or not params.generate:  # without generation, s(n) weighs nothing
-        return problems
+        return []
     n_max = scenario.train.global_iterations * scenario.train.local_iterations
     dtype = torch.float32 if params.covariance == "full" else torch.float64
     limit = math.log(torch.finfo(dtype).max)
     largest = largest_log_weight(params, n_max)
     if largest <= limit:
-        return problems
-    return problems + [
+        return []
+    return [
         f"algorithm.params.weight_b: s(n) = {params.weight_a:g}·"
         + ("e^(b·n)" if params.weighting == "exponential" else "n^b")
         + f" with b = {params.weight_b:g} reaches e^{largest:.1f} at n = T·E = "

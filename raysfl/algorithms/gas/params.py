@@ -113,14 +113,6 @@ class GASParams:
         choices=("before-gradient", "after-gradient"),
         doc="server step before computing G_k (Alg. 1) [P] or after the client step (code) [C]",
     )
-    reuse_forward: bool = option(
-        False,
-        doc="take each buffered arrival's share of the eq. (5) step from its G_k pass, which runs at the "
-        "weights the step updates, so the step forwards only the rest (generated activations; under "
-        "before-gradient the arrival that triggers it): the same step summed in another order (last bits "
-        "differ), about 13 % less server training work with logit adjustment, 24 % without; needs a server "
-        "part without batch normalisation or dropout [A]",
-    )
     optimizer_state: str = option(
         "per-job",
         choices=("per-job", "shared"),
@@ -149,17 +141,3 @@ class GASParams:
                 "sampler = 'low-rank' draws from full covariances; set covariance = 'full' or "
                 "sampler = 'cholesky'"
             )
-
-
-def reuse_forward_problem(coupled: list[str]) -> str:
-    """Why ``reuse_forward`` cannot run on a server part with the layers ``coupled`` (batch norm, dropout).
-
-    Such a layer makes a sample's training output depend on its batch or on fresh random draws, so the step
-    would no longer be eq. (5)'s on A_concat (:mod:`raysfl.models.per_sample`).
-    """
-    shown = ", ".join(coupled[:3]) + (f" and {len(coupled) - 3} more" if len(coupled) > 3 else "")
-    return (
-        "algorithm.params.reuse_forward: true needs a server part that treats each sample on its own in "
-        f"training, and this one has batch normalisation or dropout ({shown}); set reuse_forward = false, "
-        "or choose a split or model without them on the server"
-    )

@@ -39,9 +39,8 @@ from raysfl.algorithms.common.optim import clip, make_optimizer
 from raysfl.algorithms.gas.dissimilarity import GradientDissimilarity
 from raysfl.algorithms.gas.generate import GaussianSampler, generation_counts, log_prior, staleness_weight
 from raysfl.algorithms.gas.lowrank import LowRankSampler
-from raysfl.algorithms.gas.params import GASParams, reuse_forward_problem
+from raysfl.algorithms.gas.params import GASParams
 from raysfl.algorithms.gas.stats import LabelGaussians
-from raysfl.models.per_sample import batch_coupled_layers
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -51,14 +50,6 @@ class GASServer:
 
     dissimilarity: GradientDissimilarity | None = None
     """The gradient-dissimilarity meter, when ``dissimilarity_every`` is set (also for older checkpoints)."""
-
-    reused_grads: list[torch.Tensor] | None = None
-    """``reuse_forward``: Σ over the buffer's first :attr:`reused_entries` arrivals of ∇_{w_s} Σ_i CE, taken
-    in their G_k passes at the weights the next step updates (``None`` when there is none)."""
-    reused_loss: torch.Tensor | None = None
-    """``reuse_forward``: the same arrivals' summed cross-entropy (float64, on the device)."""
-    reused_entries: int = 0
-    """``reuse_forward``: how many arrivals, from the front of the buffer, :attr:`reused_grads` holds."""
 
     def __init__(
         self,
@@ -78,8 +69,6 @@ class GASServer:
         self.global_client = {k: v.detach().cpu().clone() for k, v in client_model.state_dict().items()}
         self.client_model = client_model.to(self.device)
         self.server_model = server_model.to(self.device)
-        if self.p.reuse_forward and (coupled := batch_coupled_layers(self.server_model)):
-            raise ValueError(reuse_forward_problem(coupled))
         self.optimizer = make_optimizer(self.server_model.parameters(), self.train)
         self.test_x, self.test_y = test_x, test_y
         self.act_shape: tuple[int, ...] = ()
@@ -120,12 +109,9 @@ class GASServer:
         weights = torch.full((len(labels_cpu),), float(weight), dtype=torch.float64)  # CPU
         if self.p.server_update == "before-gradient":
             self._store(acts, (labels, labels_cpu), weights)
-            # the pass runs at the weights of the next step unless the store just took one
-            grads = self._client_gradient(
-                client, acts, labels, reuse=self.p.reuse_forward and bool(self.buffer)
-            )
+            grads = self._client_gradient(client, acts, labels)
         else:
-            grads = self._client_gradient(client, acts, labels, reuse=self.p.reuse_forward)
+            grads = self._client_gradient(client, acts, labels)
             self._store(acts, (labels, labels_cpu), weights)
         return grads.cpu()  # the one host copy of the call: G_k goes back to the pool
 
@@ -172,46 +158,17 @@ class GASServer:
         if len(self.buffer) >= self.p.q_s:
             self._server_update()
 
-    def _client_gradient(
-        self, client: int, acts: torch.Tensor, labels: torch.Tensor, reuse: bool = False
-    ) -> torch.Tensor:
-        """G_k = ∇_{A_k} l_k(w_s; A_k, Y_k), with the logit-adjusted loss of eq. (6) when enabled.
-
-        With ``reuse`` (``reuse_forward``, the weights are those the next eq. (5) step updates) the same
-        forward also gives this arrival's share of that step, ∇_{w_s} Σ_i CE(w_s; a_i, y_i) on the plain
-        logits (eq. (5) has no logit adjustment), added to :attr:`reused_grads`. With logit adjustment the
-        two gradients start from other logit gradients, so the graph is walked twice; without, once.
-        """
+    def _client_gradient(self, client: int, acts: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """G_k = ∇_{A_k} l_k(w_s; A_k, Y_k), with the logit-adjusted loss of eq. (6) when enabled."""
         with profiling.section("server.grad", len(labels)):
             a = acts.detach().requires_grad_(True)
             self.server_model.train()
             logits = self.server_model(a)
-            adjusted = logits + self.log_priors[client] if self.p.logit_adjustment else logits
-            loss = F.cross_entropy(adjusted, labels)
-            if not reuse:
-                (grads,) = torch.autograd.grad(loss, a)
-                return grads
-            params = [p for p in self.server_model.parameters() if p.requires_grad]
             if self.p.logit_adjustment:
-                (grads,) = torch.autograd.grad(loss, a, retain_graph=True)
-                plain = F.cross_entropy(logits, labels, reduction="sum")
-                share = list(torch.autograd.grad(plain, params, allow_unused=True, materialize_grads=True))
-            else:
-                grads, *mean = torch.autograd.grad(
-                    loss, [a, *params], allow_unused=True, materialize_grads=True
-                )
-                share = [g.mul_(len(labels)) for g in mean]  # ∇ of the mean, times b: ∇ of the sum
-            self._add_reused(share, F.cross_entropy(logits.detach(), labels, reduction="sum"))
+                logits = logits + self.log_priors[client]
+            loss = F.cross_entropy(logits, labels)
+            (grads,) = torch.autograd.grad(loss, a)
         return grads
-
-    def _add_reused(self, share: list[torch.Tensor], loss_sum: torch.Tensor) -> None:
-        """Add one arrival's weight gradient and summed loss to the step's reused part."""
-        if self.reused_grads is None or self.reused_loss is None:
-            self.reused_grads, self.reused_loss = share, loss_sum.detach().to(torch.float64)
-        else:
-            torch._foreach_add_(self.reused_grads, share)
-            self.reused_loss += loss_sum.detach().to(torch.float64)
-        self.reused_entries += 1
 
     def _server_update(self) -> None:
         """Concatenate the buffer with generated activations and take one step on w_s (eq. (5))."""
@@ -244,52 +201,23 @@ class GASServer:
                 xs.append(gen_x.reshape(-1, *self.act_shape))
                 ys.append(gen_y)
                 self.generated_total += len(gen_y)
+        x, y = torch.cat(xs), torch.cat(ys)
         if self.dissimilarity is not None and self.dissimilarity.due(self.server_updates):
             with profiling.section("server.dissimilarity"):
                 load_into(self.client_model, self.global_client)
                 real = (real_x, real_y) if len(xs) > 1 else None
-                self.dissimilarity.measure(
-                    self.client_model, self.server_model, (torch.cat(xs), torch.cat(ys)), real
-                )
-        total = sum(len(t) for t in ys)
-        with profiling.section("server.update", total):
+                self.dissimilarity.measure(self.client_model, self.server_model, (x, y), real)
+        with profiling.section("server.update", len(y)):
             self.server_model.train()
             self.optimizer.zero_grad(set_to_none=True)
-            if self.reused_entries:
-                loss = self._reused_step(xs[1:], ys[1:], total)
-            else:
-                loss = F.cross_entropy(self.server_model(torch.cat(xs)), torch.cat(ys))
-                loss.backward()
+            loss = F.cross_entropy(self.server_model(x), y)
+            loss.backward()
             clip(self.server_model.parameters(), self.train.clip_grad_norm)
             self.optimizer.step()
         self.train_loss_sum += loss.detach().to(torch.float64)
         self.train_loss_count += 1
         self.server_updates += 1
         self.buffer.clear()
-        self.reused_grads, self.reused_loss, self.reused_entries = None, None, 0
-
-    def _reused_step(self, gen_x: list[torch.Tensor], gen_y: list[torch.Tensor], total: int) -> torch.Tensor:
-        """∇_{w_s} of eq. (5)'s mean cross-entropy over A_concat (``total`` rows), into the parameters' grads.
-
-        (Σ of the reused arrivals' gradients + ∇ Σ_i CE over the rest) / total, the rest being the arrivals
-        the G_k passes did not cover (the one that triggered this step under before-gradient) and the
-        generated activations ``gen_x``. Returns the mean loss, as the plain step's.
-        """
-        assert self.reused_grads is not None and self.reused_loss is not None
-        rest = self.buffer[self.reused_entries :]
-        rest_x, rest_y = [b[0] for b in rest] + gen_x, [b[1] for b in rest] + gen_y
-        loss_sum = self.reused_loss
-        if rest_y:
-            rest_loss = F.cross_entropy(
-                self.server_model(torch.cat(rest_x)), torch.cat(rest_y), reduction="sum"
-            )
-            rest_loss.backward()
-            loss_sum = loss_sum + rest_loss.detach().to(torch.float64)
-        params = [p for p in self.server_model.parameters() if p.requires_grad]
-        for p, reused in zip(params, self.reused_grads, strict=True):
-            p.grad = reused if p.grad is None else p.grad.add_(reused)
-            p.grad.div_(total)
-        return loss_sum / total
 
     # --- step ⑥ ------------------------------------------------------------------------------------
     def on_client_model(
