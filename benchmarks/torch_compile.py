@@ -2,11 +2,11 @@
 
 Issue 17 asks for every CPU speed-up the profile leaves; compiling the model with TorchInductor (its C++
 code generation fuses the element-wise layers) is one a reader would ask about. This script times the two
-training steps the peer benchmarks spend their time in, built from the zoo exactly as a run builds them:
+training steps issue 17's benchmarks spend their time in, with the models the zoo builds for a run:
 
-* **client step** (FedAvg's and a GAS client's): the whole model (``fedavg_peer.toml``: AlexNet at L2 on
-  1×28×28 Fashion-MNIST inputs) on a batch of 32, cross-entropy, backward, SGD with momentum and weight
-  decay, on one thread (a pool's ``engine.torch_threads``);
+* **client step** (FedAvg's, as in the Flower peer benchmark): the whole model (``fedavg_peer.toml``:
+  AlexNet at L2 on 1×28×28 Fashion-MNIST inputs) on a batch of 32, cross-entropy, backward, SGD with
+  momentum and weight decay, on one thread (a pool's ``engine.torch_threads``);
 * **server update** (GAS eq. (5)): the server part on a buffer plus generated activations (576 × 64×7×7), on
   two threads (``engine.server_threads``).
 
