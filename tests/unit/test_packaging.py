@@ -95,7 +95,8 @@ def test_a_checkout_on_pythonpath_runs_its_own_actor_shells(tmp_path):
         text=True,
         timeout=120,
     )
-    assert copy not in Path(done.stdout.strip() or "/").parents, done.stdout
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert copy not in Path(done.stdout.strip()).parents, done.stdout
 
 
 def test_importing_raysfl_binds_its_own_shells_without_importing_ray(tmp_path):
