@@ -19,7 +19,8 @@ its x at the target, so a claim "in every seed" can be read off), with ``--paire
 the other methods' per-seed differences to METHOD, or with ``--paired "METHOD vs BASELINE"`` only that
 pair's (:mod:`raysfl.report.paired`), and PNG figures of the metric against emulated time, global
 iteration and MiB transferred (and wall time when ``--x wall``), named ``<metric>_<x>_<n>.png`` and embedded
-in ``report.md``.
+in ``report.md``; beside them ``runs.csv``, each counted run's values at full precision
+(:mod:`raysfl.report.run_table`), so that later seeds combine with these exactly.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 
 from raysfl.report.figures import AXIS_TITLES, accuracy_figure, save
 from raysfl.report.paired import paired_table, parse_pairings
+from raysfl.report.run_table import RUNS_FILE, run_table, write_run_table
 from raysfl.report.runs import (
     Group,
     Run,
@@ -78,6 +80,7 @@ class Report:
     groups: list[Group]
     skipped: list[tuple[Path, str]]
     warnings: list[str] = field(default_factory=list)  # e.g. a --paired method that paired with nothing
+    runs_csv: Path | None = None  # the per-run values at full precision (:mod:`raysfl.report.run_table`)
 
 
 def group_stats(
@@ -289,6 +292,7 @@ def write_report(
         "left out); a group of one seed shows its value without ±."
         " Figures: the line is the mean over seeds, each seed linearly interpolated onto the x values any"
         " seed evaluated at where all of them have evaluations; the band spans the seeds' minimum to maximum."
+        f" Each run's values at full precision: [{RUNS_FILE}]({RUNS_FILE})."
     )
     counts = [n for n in (len(r.curve("iteration", metric)[1]) for r in runs) if 0 < n < last]
     warnings: list[str] = []
@@ -332,6 +336,8 @@ def write_report(
     if skipped:
         lines += ["", "## Skipped", ""] + [f"- `{p}`: {reason}" for p, reason in skipped]
     _remove_stale_figures(out, figures)
+    header, rows = run_table(settings, method_names, metric=metric, last=last, target=target, x=x)
+    runs_csv = write_run_table(out / RUNS_FILE, header, rows)
     report = out / REPORT_FILE
     replace_text(report, "\n".join(lines) + "\n")
     warnings += [
@@ -340,7 +346,7 @@ def write_report(
         for p in pairings
         if p.baseline not in paired_somewhere
     ]
-    return Report(report, figures, groups, skipped, warnings)
+    return Report(report, figures, groups, skipped, warnings, runs_csv)
 
 
 def _with_metric(

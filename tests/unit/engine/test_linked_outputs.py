@@ -87,12 +87,14 @@ def test_a_report_replaces_a_planted_link_and_refuses_a_linked_report_folder(fin
     runs.mkdir()
     (runs / "a").symlink_to(finished, target_is_directory=True)
     victim = tmp_path / "home"
-    before = _victims(victim, ["bashrc", "accuracy_emulated_1.png"])
+    before = _victims(victim, ["bashrc", "profile", "accuracy_emulated_1.png"])
     (runs / "report").mkdir()
     (runs / "report" / "report.md").symlink_to(victim / "bashrc")
+    (runs / "report" / "runs.csv").symlink_to(victim / "profile")
 
     assert main(["report", str(runs)]) == 0
     assert not (runs / "report" / "report.md").is_symlink()
+    assert not (runs / "report" / "runs.csv").is_symlink()
     assert "# Report: 1 runs" in (runs / "report" / "report.md").read_text()
     assert {name: (victim / name).read_bytes() for name in before} == before
 

@@ -1070,3 +1070,48 @@ def test_label_errors_name_the_flag(tmp_path, capsys):
     twice = ["--label", f"a={root}", "--label", f"b={root / 'fedavg_1'}"]
     assert main(["report", str(root), "--out", str(tmp_path / "rep"), *twice]) == 2
     assert "is named a and b" in capsys.readouterr().err
+
+
+def _read_runs_csv(path: Path) -> list[dict[str, str]]:
+    import csv
+
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_runs_csv_holds_each_counted_runs_values_at_full_precision(runs, tmp_path):
+    precise = 0.7123456789012345  # report.md shows 71.23; the CSV must give back this very float
+    make_run(runs, "gas_s6", _scenario("gas", 6), [(0, 0.0, 0.1), (1, 9.0, 0.61), (2, 18.0, precise)])
+    out = tmp_path / "rep"
+    assert main(["report", str(runs), "--out", str(out), "--target", "0.6", "--last", "2"]) == 0
+    assert "[runs.csv](runs.csv)" in (out / "report.md").read_text()
+    rows = _read_runs_csv(out / "runs.csv")
+    assert list(rows[0]) == [
+        "setting", "method", "algorithm", "seed", "run", "final_accuracy", "best_accuracy",
+        "last2_accuracy", "emulated_to_0.6", "evaluations", "bytes_up", "bytes_down", "wall_s",
+        "diverged_at",
+    ]  # fmt: skip
+    # the counted runs only (not the unfinished gas_s4, the interrupted gas_s5), a group's seeds in order
+    assert sorted(Path(r["run"]).name for r in rows) == [
+        "fedavg_s1", "fedavg_s2", "gas_iid", "gas_s1", "gas_s2", "gas_s3", "gas_s6",
+    ]  # fmt: skip
+    gas = [r for r in rows if r["algorithm"] == "gas" and Path(r["run"]).name != "gas_iid"]
+    assert [int(r["seed"]) for r in gas] == [1, 2, 3, 6]
+    assert float(gas[3]["final_accuracy"]) == precise and float(gas[3]["best_accuracy"]) == precise
+    assert float(gas[3]["last2_accuracy"]) == (0.61 + precise) / 2  # the same fsum mean the tables use
+    assert [r["emulated_to_0.6"] for r in gas] == ["20.0", "12.0", "", "9.0"]  # seed 3 never reaches it
+    assert {r["evaluations"] for r in gas} == {"3"}
+    assert gas[0]["bytes_up"] == str(2 * 2**20) and gas[0]["wall_s"] == "1.0"
+    assert {r["diverged_at"] for r in rows} == {""}
+    assert {r["setting"] for r in gas} != {r["setting"] for r in rows if Path(r["run"]).name == "gas_iid"}
+
+
+def test_runs_csv_names_a_diverged_run_and_leaves_unused_columns_out(tmp_path):
+    root = tmp_path / "runs"
+    curve = [(0, 0.0, 0.1), (1, 10.0, 0.3), (2, 20.0, 0.1)]
+    make_run(root, "gas_s1", _scenario("gas", 1), curve, loss=[2.3, 1.9, float("nan")])
+    out = tmp_path / "rep"
+    assert main(["report", str(root), "--out", str(out)]) == 0
+    (row,) = _read_runs_csv(out / "runs.csv")
+    assert "last2_accuracy" not in row and not any(k.startswith("emulated_to") for k in row)
+    assert row["diverged_at"] == "2" and row["final_accuracy"] == "0.1" and row["best_accuracy"] == "0.3"
