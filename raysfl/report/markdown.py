@@ -415,6 +415,35 @@ def method_labels(groups: Sequence[Group], bound_keys: Sequence[str] = ()) -> di
             parts = [params, label(g.setting, bound_keys)]
             detail = ", ".join(part for part in parts if part)
             out[id(g)] = f"{name} ({detail})" if detail else name
+    return _told_apart(groups, out)
+
+
+def _told_apart(groups: Sequence[Group], labels: dict[int, str]) -> dict[int, str]:
+    """``labels`` with every label that names groups of different methods extended by what differs.
+
+    A sweep's link label or a ``--label NAME=DIR`` can name runs of several method variants alike (a
+    folder holding GAS with and without ``generate``, or a labelled axis beside an unlabelled one over
+    ``algorithm.params``); a report keyed by label would show two rows of one name and pair only one of
+    them. Such labels get the differing ``[algorithm]`` keys appended: ``X (generate=False)``. A label
+    shared by one method's runs in different settings (a sweep's ``fedavg`` on two partitions) stays; one
+    that clashes in any setting is extended in all of them, so a variant keeps one name throughout.
+    """
+    out = dict(labels)
+    by_label: dict[str, list[Group]] = {}
+    for g in groups:
+        by_label.setdefault(labels[id(g)], []).append(g)
+    for name, members in by_label.items():
+        clash = any(
+            canonical(a.method) != canonical(b.method) and not differing_fields([a.setting, b.setting])
+            for i, a in enumerate(members)
+            for b in members[i + 1 :]
+        )
+        if not clash:
+            continue
+        keys = differing_fields([g.method for g in members], ignore=())
+        for g in members:
+            detail = label(g.method, keys, "params.")
+            out[id(g)] = f"{name[:-1]}, {detail})" if name.endswith(")") else f"{name} ({detail})"
     return out
 
 

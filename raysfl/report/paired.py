@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from raysfl.engine.provenance import computing_processors
 from raysfl.report.runs import Group, Run, mean_std
@@ -77,7 +78,7 @@ def paired_difference(
     pairs = []
     for run in sorted(method.runs, key=lambda r: r.seed):
         mine, theirs = run.end(metric, last), base.get(run.seed)
-        if mine is not None and theirs is not None:
+        if _finite(mine) and _finite(theirs):  # a seed without a finite value of either is left out of n
             pairs.append((run.seed, 100.0 * (mine - theirs)))
     mean, std = mean_std([d for _, d in pairs])
     return PairedDifference(
@@ -88,10 +89,14 @@ def paired_difference(
 def computed_on(run: Run) -> frozenset[str]:
     """The processor models that computed ``run``; empty for a run that records none.
 
-    Its server's (on a CPU) and its pools', from ``summary.json``'s placement; else ``config.toml``'s
-    ``[run] driver_processor`` (runs made before the actors' processors were recorded).
+    Its server's and its pools', from ``summary.json``'s placement: a server on a CPU by that CPU's model, a
+    server on a GPU by the GPU's (``device_name``, e.g. ``"GPU NVIDIA H100 80GB HBM3"``); else
+    ``config.toml``'s ``[run] driver_processor`` (runs made before the actors' processors were recorded).
     """
-    server, pools = computing_processors(run.summary.get("placement") or {})
+    placement = run.summary.get("placement") or {}
+    server, pools = computing_processors(placement)
+    if placement.get("device", "cpu") != "cpu" and placement.get("device_name"):
+        server = f"GPU {placement['device_name']}"  # a GPU server's arithmetic is the GPU's, not its host's
     actors = frozenset(p for p in [server, *pools] if p)
     if actors:
         return actors
@@ -191,6 +196,11 @@ def parse_pairings(
         if methods is not None and method not in methods:
             methods.append(method)
     return [Pairing(b, None if m is None else tuple(m)) for b, m in chosen.items()]
+
+
+def _finite(value: float | None) -> TypeGuard[float]:
+    """Whether ``value`` is a number other than NaN and ±inf (``None``: no)."""
+    return value is not None and math.isfinite(value)
 
 
 def _signed(value: float) -> str:

@@ -15,10 +15,13 @@ Columns, in order (accuracies as fractions in [0, 1], as the runs log them, not 
     <x>_to_<target>              with ``--target``: the x (``emulated`` s by default) of its first
                                  evaluation at or above the target, a fraction (``emulated_to_0.7``);
                                  empty: never reached
-    evaluations                  how many evaluations of ``<m>`` the run logged
+    evaluations                  how many finite evaluations of ``<m>`` the run logged
     bytes_up, bytes_down         bytes sent clients → server and back
     wall_s                       the run's wall-clock seconds
     diverged_at                  the iteration its test loss turned NaN or infinite (empty: never)
+    processors                   the processor models that computed it, ``; ``-separated
+                                 (:func:`raysfl.report.paired.computed_on`; empty: none recorded), so a
+                                 later reading can tell which seeds crossed machines
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from raysfl.report.paired import computed_on
 from raysfl.report.runs import Group, diverged_at, first_reaching
 from raysfl.safe_write import replace_text
 
@@ -59,7 +63,7 @@ def run_table(
     header = ["setting", "method", "algorithm", "seed", "run", f"final_{metric}", f"best_{metric}"]
     header += [f"last{last}_{metric}"] if last > 0 else []
     header += [f"{x}_to_{float(target)!r}"] if target is not None else []
-    header += ["evaluations", "bytes_up", "bytes_down", "wall_s", "diverged_at"]
+    header += ["evaluations", "bytes_up", "bytes_down", "wall_s", "diverged_at", "processors"]
     rows: list[list[str]] = []
     for setting, groups in settings.items():
         for group in groups:
@@ -71,6 +75,7 @@ def run_table(
                 values += [first_reaching(xs, ys, target)] if target is not None else []
                 sent = [int(run.summary.get(key, 0)) for key in ("bytes_up", "bytes_down")]
                 values += [len(ys), *sent, float(run.summary.get("wall_s", 0.0)), diverged_at(run)]
+                values += ["; ".join(sorted(computed_on(run)))]
                 rows.append([_cell(v) for v in values])
     return header, rows
 

@@ -1089,7 +1089,7 @@ def test_runs_csv_holds_each_counted_runs_values_at_full_precision(runs, tmp_pat
     assert list(rows[0]) == [
         "setting", "method", "algorithm", "seed", "run", "final_accuracy", "best_accuracy",
         "last2_accuracy", "emulated_to_0.6", "evaluations", "bytes_up", "bytes_down", "wall_s",
-        "diverged_at",
+        "diverged_at", "processors",
     ]  # fmt: skip
     # the counted runs only (not the unfinished gas_s4, the interrupted gas_s5), a group's seeds in order
     assert sorted(Path(r["run"]).name for r in rows) == [
@@ -1102,16 +1102,90 @@ def test_runs_csv_holds_each_counted_runs_values_at_full_precision(runs, tmp_pat
     assert [r["emulated_to_0.6"] for r in gas] == ["20.0", "12.0", "", "9.0"]  # seed 3 never reaches it
     assert {r["evaluations"] for r in gas} == {"3"}
     assert gas[0]["bytes_up"] == str(2 * 2**20) and gas[0]["wall_s"] == "1.0"
-    assert {r["diverged_at"] for r in rows} == {""}
+    assert {r["diverged_at"] for r in rows} == {""} and {r["processors"] for r in rows} == {""}
     assert {r["setting"] for r in gas} != {r["setting"] for r in rows if Path(r["run"]).name == "gas_iid"}
 
 
 def test_runs_csv_names_a_diverged_run_and_leaves_unused_columns_out(tmp_path):
     root = tmp_path / "runs"
     curve = [(0, 0.0, 0.1), (1, 10.0, 0.3), (2, 20.0, 0.1)]
-    make_run(root, "gas_s1", _scenario("gas", 1), curve, loss=[2.3, 1.9, float("nan")])
+    placement = {
+        "device": "cpu",
+        "processor": "AMD EPYC 7B13",
+        "pool_processors": ["Intel Xeon", "AMD EPYC 7B13"],
+    }
+    make_run(root, "gas_s1", _scenario("gas", 1), curve, loss=[2.3, 1.9, float("nan")], placement=placement)
     out = tmp_path / "rep"
     assert main(["report", str(root), "--out", str(out)]) == 0
     (row,) = _read_runs_csv(out / "runs.csv")
     assert "last2_accuracy" not in row and not any(k.startswith("emulated_to") for k in row)
     assert row["diverged_at"] == "2" and row["final_accuracy"] == "0.1" and row["best_accuracy"] == "0.3"
+    assert row["processors"] == "AMD EPYC 7B13; Intel Xeon"
+
+
+def test_a_gpu_servers_model_counts_in_the_processors_a_pairing_compares(tmp_path):
+    """A GPU server computes the server part's arithmetic: two GPU models, or a GPU against a CPU, differ."""
+    from raysfl.report.paired import computed_on, cross_processor_seeds
+
+    xeon = "Intel(R) Xeon(R) CPU @ 2.20GHz"
+    servers = {  # (method, seed): the server's (device, device_name); the pools are one Xeon throughout
+        ("gas", 1): ("cuda:0", "NVIDIA H100 80GB HBM3"), ("fedavg", 1): ("cuda:0", "NVIDIA A100-SXM4-40GB"),
+        ("gas", 2): ("cuda:0", "NVIDIA H100 80GB HBM3"), ("fedavg", 2): ("cpu", "cpu"),
+        ("gas", 3): ("cuda:0", "NVIDIA H100 80GB HBM3"), ("fedavg", 3): ("cuda:0", "NVIDIA H100 80GB HBM3"),
+    }  # fmt: skip
+    root = tmp_path / "runs"
+    for (algorithm, seed), (device, name) in servers.items():
+        placement = {"device": device, "device_name": name, "processor": xeon, "pool_processors": [xeon]}
+        curve = [(0, 0.0, 0.1), (1, 1.0, 0.5)]
+        make_run(root, f"{algorithm}_{seed}", _scenario(algorithm, seed), curve, placement=placement)
+    groups = {g.runs[0].path.name: g for g in group_runs(find_runs([root])[0])}
+    gas_1 = next(r for r in groups["gas_1"].runs if r.seed == 1)
+    assert computed_on(gas_1) == {"GPU NVIDIA H100 80GB HBM3", xeon}
+    assert cross_processor_seeds(groups["gas_1"], groups["fedavg_1"]) == (1, 2)  # seed 3: the same H100
+
+
+def test_a_seed_without_a_finite_value_is_left_out_of_the_pairing_and_its_n(tmp_path):
+    from raysfl.report.paired import paired_difference
+
+    root = tmp_path / "runs"
+    finals = {("gas", 1): 0.60, ("gas", 2): 0.70, ("gas", 3): float("nan"), ("fedavg", 1): 0.50}
+    finals |= {("fedavg", 2): 0.62, ("fedavg", 3): 0.55}
+    for (algorithm, seed), final in finals.items():
+        curve = [(0, 0.0, 0.1), (1, 1.0, 0.4)]
+        make_run(root, f"{algorithm}_{seed}", _scenario(algorithm, seed), curve, final_accuracy=final)
+    groups = {g.runs[0].path.name: g for g in group_runs(find_runs([root])[0])}
+    diff = paired_difference(groups["gas_1"], groups["fedavg_1"])
+    assert diff.seeds == (1, 2) and diff.differences == (pytest.approx(10.0), pytest.approx(8.0))
+    assert diff.standard_error == pytest.approx(math.sqrt(2.0) / math.sqrt(2))  # n = 2, not 3
+    low, high = diff.interval()
+    assert high - low == pytest.approx(2 * 12.7062 * 1.0, abs=1e-3)  # one degree of freedom
+
+
+def test_one_label_over_two_method_variants_is_told_apart_by_their_parameters(tmp_path):
+    """`--label X=DIR` over GAS with and without `generate`: two rows, each pairable, neither dropped."""
+    root = tmp_path / "runs"
+    for seed in (1, 2):
+        for generate, acc in ((True, 0.51), (False, 0.31)):
+            scenario = _scenario("gas", seed, params={"generate": generate})
+            make_run(
+                root / "x", f"gas_{generate}_{seed}", scenario, [(0, 0.0, 0.1), (1, 1.0, acc + seed / 100)]
+            )
+        make_run(root, f"fedbuff_{seed}", _scenario("fedbuff", seed), [(0, 0.0, 0.1), (1, 1.0, 0.40)])
+    out = tmp_path / "rep"
+    argv = ["report", str(root), "--out", str(out), "--label", f"x={root / 'x'}"]
+    assert main([*argv, "--paired", "x (generate=True) vs fedbuff", "--paired", "fedbuff"]) == 0
+    text = (out / "report.md").read_text()
+    assert "| all runs | x (generate=False) | 2 | 32.50 ± 0.71 |" in text
+    assert "| all runs | x (generate=True) | 2 | 52.50 ± 0.71 |" in text
+    assert "| x (generate=True) | +12.00 | +13.00 |" in text  # paired with fedbuff, the True variant's
+    assert "| x (generate=False) | -8.00 | -7.00 |" in text  # fedbuff's own table pairs both
+    # one variant in each of two settings (a sweep's per-setting parameters) is one method: it stays "x"
+    from raysfl.report.markdown import _told_apart
+
+    apart = tmp_path / "apart"
+    for partition, generate in (("shard", True), ("iid", False)):
+        scenario = _scenario("gas", 1, partition, params={"generate": generate})
+        make_run(apart, f"gas_{partition}", scenario, [(0, 0.0, 0.1), (1, 1.0, 0.5)])
+    groups = group_runs(find_runs([apart])[0])
+    assert len(groups) == 2
+    assert list(_told_apart(groups, {id(g): "x" for g in groups}).values()) == ["x", "x"]
