@@ -22,10 +22,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeGuard
 
 from raysfl.engine.provenance import computing_processors
-from raysfl.report.runs import Group, Run, mean_std
+from raysfl.report.runs import Group, Run, is_finite, mean_std
 from raysfl.report.student_t import mean_interval
 
 CONFIDENCE = 0.95  # the level of the paired tables' interval column
@@ -78,7 +77,7 @@ def paired_difference(
     pairs = []
     for run in sorted(method.runs, key=lambda r: r.seed):
         mine, theirs = run.end(metric, last), base.get(run.seed)
-        if _finite(mine) and _finite(theirs):  # a seed without a finite value of either is left out of n
+        if is_finite(mine) and is_finite(theirs):  # a seed without a finite value of either is left out of n
             pairs.append((run.seed, 100.0 * (mine - theirs)))
     mean, std = mean_std([d for _, d in pairs])
     return PairedDifference(
@@ -196,11 +195,6 @@ def parse_pairings(
         if methods is not None and method not in methods:
             methods.append(method)
     return [Pairing(b, None if m is None else tuple(m)) for b, m in chosen.items()]
-
-
-def _finite(value: float | None) -> TypeGuard[float]:
-    """Whether ``value`` is a number other than NaN and ±inf (``None``: no)."""
-    return value is not None and math.isfinite(value)
 
 
 def _signed(value: float) -> str:

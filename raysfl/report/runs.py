@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -73,7 +73,7 @@ class Run:
 
     def curve(self, x: str, metric: str = "accuracy") -> tuple[np.ndarray, np.ndarray]:
         """(x values, finite ``metric`` values) of the evaluations; ``x`` is one of :data:`X_AXES`."""
-        pts = [(x_value(r, x), float(r[metric])) for r in self.rows if _finite(r.get(metric))]
+        pts = [(x_value(r, x), float(r[metric])) for r in self.rows if is_finite(r.get(metric))]
         xs = np.array([p[0] for p in pts], dtype=float)
         ys = np.array([p[1] for p in pts], dtype=float)
         return xs, ys
@@ -164,7 +164,7 @@ def x_value(row: dict[str, Any], x: str) -> float:
     raise ValueError(f"x axis {x!r}: choose one of {', '.join(X_AXES)}")
 
 
-def _finite(value: Any) -> bool:
+def is_finite(value: Any) -> TypeGuard[float]:
     """Whether ``value`` is a number other than NaN or ±inf (``None``: no)."""
     return value is not None and math.isfinite(float(value))
 
@@ -600,7 +600,7 @@ def label(doc: dict[str, Any], keys: Sequence[str], drop_prefix: str = "") -> st
 
 def finite_values(values: Iterable[float | None]) -> list[float]:
     """The values :func:`mean_std` averages: numbers other than ``None``, NaN and ±inf."""
-    return [float(v) for v in values if v is not None and _finite(v)]
+    return [float(v) for v in values if is_finite(v)]
 
 
 def mean_std(values: Sequence[float | None]) -> tuple[float | None, float | None]:
