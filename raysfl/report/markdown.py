@@ -12,7 +12,8 @@ One row per group of runs that differ only in their seed (:mod:`raysfl.report.ru
     to target         the x (emulated s by default) of the first evaluation at or above ``--target``,
                       mean ± std over the seeds that reach it, and how many of them did
     MiB up / down     mean over seeds of the bytes sent up (clients → server) and down
-    wall s            mean ± std of the runs' wall-clock time
+    wall s            mean ± std of the runs' wall-clock time (these three, like the accuracies, over the
+                      runs whose summary records them, "(k/n)" when that is fewer than all)
 
 and, per setting, a per-seed table (one cell per method and seed: the run's last-K or final accuracy and
 its x at the target, so a claim "in every seed" can be read off), with ``--paired METHOD`` (repeatable)
@@ -63,11 +64,11 @@ class GroupStats:
     final: tuple[float | None, float | None]
     best: tuple[float | None, float | None]
     last: tuple[float | None, float | None]
-    counted: dict[str, int]  # "final", "best", "last": the seeds each of those means is over
+    counted: dict[str, int]  # "final", "best", "last", "up", "down", "wall": the seeds each mean is over
     to_target: tuple[float | None, float | None]
     reached: int
-    mib_up: float
-    mib_down: float
+    mib_up: float | None  # over the runs whose summary records bytes (counted["up"] / ["down"])
+    mib_down: float | None
     wall: tuple[float | None, float | None]
 
 
@@ -101,19 +102,26 @@ def group_stats(
             hit = first_reaching(*r.curve(x, metric), target)
             if hit is not None:
                 hits.append(hit)
-    n = len(runs)
+    ups, downs, walls = ([r.recorded(key) for r in runs] for key in ("bytes_up", "bytes_down", "wall_s"))
+    columns = {"final": finals, "best": bests, "last": tails, "up": ups, "down": downs, "wall": walls}
     return GroupStats(
-        n=n,
-        counted={k: len(finite_values(v)) for k, v in (("final", finals), ("best", bests), ("last", tails))},
+        n=len(runs),
+        counted={k: len(finite_values(v)) for k, v in columns.items()},
         final=mean_std(finals),
         best=mean_std(bests),
         last=mean_std(tails),
         to_target=mean_std(hits),
         reached=len(hits),
-        mib_up=sum(int(r.summary.get("bytes_up", 0)) for r in runs) / n / 2**20,
-        mib_down=sum(int(r.summary.get("bytes_down", 0)) for r in runs) / n / 2**20,
-        wall=mean_std([float(r.summary.get("wall_s", 0.0)) for r in runs]),
+        mib_up=_mib(ups),
+        mib_down=_mib(downs),
+        wall=mean_std(walls),
     )
+
+
+def _mib(sent: Sequence[float | None]) -> float | None:
+    """The mean of the runs' recorded byte counts in MiB, over the runs that record one."""
+    counts = finite_values(sent)
+    return sum(counts) / len(counts) / 2**20 if counts else None
 
 
 def _over(counted: int, n: int) -> str:
@@ -259,9 +267,11 @@ def write_report(
     head += [target_col] if target_col else []
     head += ["MiB up", "MiB down", "wall s"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    unrecorded = False  # a MiB or wall cell over fewer runs than the group's
     for setting_label, members in settings.items():
         for g in members:
             st = group_stats(g, target, x, last, metric)
+            unrecorded |= min(st.counted["up"], st.counted["down"], st.counted["wall"]) < st.n
             row = [setting_label, method_names[id(g)], str(st.n)]
             row += [_pm(st.final, 100) + _over(st.counted["final"], st.n)]
             row += [_pm(st.best, 100) + _over(st.counted["best"], st.n)]
@@ -269,7 +279,9 @@ def write_report(
             row += [_paper(g)] if paper else []
             if target_col:
                 row.append(f"{_pm(st.to_target, 1, 1)} ({st.reached}/{st.n})")
-            row += [f"{st.mib_up:.1f}", f"{st.mib_down:.1f}", _pm(st.wall, 1, 1)]
+            row += [_pm((st.mib_up, None), 1, 1) + _over(st.counted["up"], st.n)]
+            row += [_pm((st.mib_down, None), 1, 1) + _over(st.counted["down"], st.n)]
+            row += [_pm(st.wall, 1, 1) + _over(st.counted["wall"], st.n)]
             lines.append("| " + " | ".join(row) + " |")
     lines += [
         "",
@@ -290,7 +302,12 @@ def write_report(
     lines[-1] += (
         " An accuracy cell with (k/n) is over the k seeds that evaluated it (a run without evaluations is "
         "left out); a group of one seed shows its value without ±."
-        " Figures: the line is the mean over seeds, each seed linearly interpolated onto the x values any"
+        + (
+            " A MiB or wall s cell with (k/n) is over the k runs whose summary.json records it."
+            if unrecorded
+            else ""
+        )
+        + " Figures: the line is the mean over seeds, each seed linearly interpolated onto the x values any"
         " seed evaluated at where all of them have evaluations; the band spans the seeds' minimum to maximum."
         f" Each run's values at full precision: [{RUNS_FILE}]({RUNS_FILE})."
     )

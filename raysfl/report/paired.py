@@ -198,7 +198,12 @@ def parse_pairings(
 
 
 def _signed(value: float) -> str:
-    return "0.00" if round(value, 2) == 0 else f"{value:+.2f}"
+    """A signed difference to 0.01 points; "0.00" only for an exact tie.
+
+    A difference below 0.005 prints "+0.00" or "-0.00", so each cell shows the side of the ahead / behind
+    count it falls on.
+    """
+    return "0.00" if value == 0 else f"{value:+.2f}"
 
 
 def _summary(diff: PairedDifference) -> str:

@@ -16,8 +16,8 @@ Columns, in order (accuracies as fractions in [0, 1], as the runs log them, not 
                                  evaluation at or above the target, a fraction (``emulated_to_0.7``);
                                  empty: never reached
     evaluations                  how many finite evaluations of ``<m>`` the run logged
-    bytes_up, bytes_down         bytes sent clients → server and back
-    wall_s                       the run's wall-clock seconds
+    bytes_up, bytes_down         bytes sent clients → server and back (empty: the summary records none)
+    wall_s                       the run's wall-clock seconds (empty: not recorded)
     diverged_at                  the iteration its test loss turned NaN or infinite (empty: never)
     processors                   the processor models that computed it, ``; ``-separated
                                  (:func:`raysfl.report.paired.computed_on`; empty: none recorded), so a
@@ -73,8 +73,9 @@ def run_table(
                 values += [run.path, run.final(metric), run.best(metric)]
                 values += [run.end(metric, last)] if last > 0 else []
                 values += [first_reaching(xs, ys, target)] if target is not None else []
-                sent = [int(run.summary.get(key, 0)) for key in ("bytes_up", "bytes_down")]
-                values += [len(ys), *sent, float(run.summary.get("wall_s", 0.0)), diverged_at(run)]
+                sent = [run.recorded(key) for key in ("bytes_up", "bytes_down")]
+                values += [len(ys), *(None if b is None else int(b) for b in sent)]
+                values += [run.recorded("wall_s"), diverged_at(run)]
                 values += ["; ".join(sorted(computed_on(run)))]
                 rows.append([_cell(v) for v in values])
     return header, rows

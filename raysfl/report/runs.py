@@ -93,6 +93,15 @@ class Run:
         """The run's highest evaluation of ``metric`` (for accuracy: ``summary.json``'s best accuracy)."""
         return self._summarised(metric, "best_accuracy", np.max)
 
+    def recorded(self, key: str) -> float | None:
+        """``summary.json``'s number ``key`` (``bytes_up``, ``wall_s``, ...); ``None`` where it records none.
+
+        A summary written before a key existed lacks it; a mean over runs counts only those that have it,
+        never the others as 0.
+        """
+        value = self.summary.get(key)
+        return float(value) if is_finite(value) else None
+
     def _summarised(self, metric: str, key: str, pick: Callable[[np.ndarray], Any]) -> float | None:
         """``summary.json``'s ``key`` for the model's accuracy, else ``pick`` of ``metric``'s evaluations."""
         if metric == "accuracy":

@@ -1189,3 +1189,49 @@ def test_one_label_over_two_method_variants_is_told_apart_by_their_parameters(tm
     groups = group_runs(find_runs([apart])[0])
     assert len(groups) == 2
     assert list(_told_apart(groups, {id(g): "x" for g in groups}).values()) == ["x", "x"]
+
+
+def test_a_difference_below_half_a_hundredth_shows_the_side_it_counts_on(tmp_path):
+    from raysfl.report.paired import paired_table
+
+    root = tmp_path / "runs"
+    for seed, (a, b) in enumerate([(0.50004, 0.5), (0.49996, 0.5), (0.5, 0.5)], start=1):
+        make_run(root, f"gas_{seed}", _scenario("gas", seed), [(0, 0.0, 0.1), (1, 1.0, a)])
+        make_run(root, f"fedavg_{seed}", _scenario("fedavg", seed), [(0, 0.0, 0.1), (1, 1.0, b)])
+    groups = group_runs(find_runs([root])[0])
+    (row,) = [
+        line
+        for line in paired_table(groups, [g.method["name"] for g in groups], "fedavg")
+        if "| gas |" in line
+    ]
+    # +0.004 and -0.004 points: counted ahead and behind, so printed with their signs; only the tie is 0.00
+    assert row.startswith("| gas | +0.00 | -0.00 | 0.00 |") and row.endswith("| 1 / 1 |")
+
+
+def test_bytes_and_wall_means_leave_out_a_summary_that_does_not_record_them(tmp_path):
+    root = tmp_path / "runs"
+    curve = [(0, 0.0, 0.1), (4, 10.0, 0.5)]  # 4 MiB up, 2 MiB down, 2.0 wall s as make_run records
+    make_run(root, "gas_1", _scenario("gas", 1), curve)
+    old = make_run(root, "gas_2", _scenario("gas", 2), curve)
+    summary = json.loads((old / "summary.json").read_text())
+    for key in ("bytes_up", "bytes_down", "wall_s"):
+        del summary[key]  # a summary written before these were recorded
+    (old / "summary.json").write_text(json.dumps(summary))
+    (group,) = group_runs(find_runs([root])[0])
+    stats = group_stats(group, target=None)
+    assert (stats.mib_up, stats.mib_down, stats.wall) == (4.0, 2.0, (2.0, None))  # not halved by a 0
+    assert stats.counted["up"] == stats.counted["wall"] == 1
+    out = tmp_path / "rep"
+    assert main(["report", str(root), "--out", str(out)]) == 0
+    text = (out / "report.md").read_text()
+    assert "| 4.0 (1/2) | 2.0 (1/2) | 2.0 (1/2) |" in text
+    assert "A MiB or wall s cell with (k/n) is over the k runs whose summary.json records it." in text
+    rows = {Path(r["run"]).name: r for r in _read_runs_csv(out / "runs.csv")}
+    assert (rows["gas_2"]["bytes_up"], rows["gas_2"]["wall_s"]) == ("", "")
+    assert (rows["gas_1"]["bytes_up"], rows["gas_1"]["wall_s"]) == (str(4 * 2**20), "2.0")
+
+
+def test_a_report_whose_summaries_record_bytes_and_wall_adds_no_note_about_them(runs, tmp_path):
+    out = tmp_path / "rep"
+    assert main(["report", str(runs), "--out", str(out)]) == 0
+    assert "A MiB or wall s cell" not in (out / "report.md").read_text()
