@@ -289,10 +289,11 @@ class RayDispatcher:
         With least-loaded placement also the calls each pool was given and how often a client's call went
         to another pool than its previous one.
         """
+        n = len(self.pools)
         with _lost_workers():
-            server = ray.get(self.server.describe.remote())
-            nodes = ray.get([p.node_id.remote() for p in self.pools])
-            processors = ray.get([p.processor.remote() for p in self.pools])
+            asks = [self.server.describe.remote()] + [p.node_id.remote() for p in self.pools]
+            server, *answers = ray.get(asks + [p.processor.remote() for p in self.pools])  # one wait for all
+        nodes, processors = answers[:n], answers[n:]
         out = {
             **server,
             "pool_nodes": nodes,
