@@ -289,11 +289,11 @@ class RayDispatcher:
         With least-loaded placement also the calls each pool was given and how often a client's call went
         to another pool than its previous one.
         """
-        n = len(self.pools)
-        with _lost_workers():
-            asks = [self.server.describe.remote()] + [p.node_id.remote() for p in self.pools]
-            server, *answers = ray.get(asks + [p.processor.remote() for p in self.pools])  # one wait for all
-        nodes, processors = answers[:n], answers[n:]
+        nodes_asked = [p.node_id.remote() for p in self.pools]
+        processors_asked = [p.processor.remote() for p in self.pools]
+        with _lost_workers():  # one wait for every answer
+            server, *answers = ray.get([self.server.describe.remote(), *nodes_asked, *processors_asked])
+        nodes, processors = answers[: len(nodes_asked)], answers[len(nodes_asked) :]
         out = {
             **server,
             "pool_nodes": nodes,
