@@ -701,6 +701,26 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_pool(args: argparse.Namespace) -> int:
+    """Read several reports' runs.csv as one set of runs; print (or write) mean ± std and paired tables."""
+    from raysfl.report.pool import pool_tables, pooled_markdown
+    from raysfl.run_files import printable
+    from raysfl.safe_write import replace_text
+
+    command = "raysfl pool " + shlex.join(sys.argv[2:]) if sys.argv[1:2] == ["pool"] else ""
+    try:
+        pool = pool_tables(args.tables, args.column or ())
+        text = pooled_markdown(pool, args.paired or (), command)
+    except (FileNotFoundError, ValueError) as err:
+        raise UsageError(f"pool: {err}") from None
+    if args.out:
+        replace_text(Path(args.out), text)
+        print(printable(f"pool: {len(pool.runs)} runs from {len(pool.sources)} files; wrote {args.out}"))
+    else:
+        print(printable(text), end="")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``raysfl`` command."""
     parser = _Parser(
@@ -848,6 +868,31 @@ def build_parser() -> argparse.ArgumentParser:
         "link labels do; for runs made outside their sweep's folder; repeatable",
     )
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser(
+        "pool",
+        help="mean ± std and paired differences over several reports' runs.csv (more seeds, one reading)",
+        description="Read the runs.csv files that several `raysfl report` calls wrote (a sweep and its "
+        "reruns with other seeds, say) as one set of runs, matched by setting and method label; print mean "
+        "± std per method and, with --paired, per-seed differences with a Student's t interval, from the "
+        "values at full precision.",
+    )
+    p.add_argument("tables", nargs="+", metavar="RUNS.csv", help="runs.csv files written by raysfl report")
+    p.add_argument(
+        "--column",
+        action="append",
+        metavar="NAME",
+        help="an accuracy column to pool: final_<metric>, best_<metric> or last<K>_<metric> (default: "
+        "final_* and every last<K>_* all files hold); repeatable",
+    )
+    p.add_argument(
+        "--paired",
+        action="append",
+        metavar="METHOD",
+        help="as raysfl report's --paired: every method against METHOD, or 'OTHER vs METHOD'; repeatable",
+    )
+    p.add_argument("--out", help="write the markdown to this file instead of printing it")
+    p.set_defaults(func=cmd_pool)
 
     p = sub.add_parser(
         "compare",

@@ -73,12 +73,28 @@ def paired_difference(
     points, mean −1.5, one seed ahead and one behind; std 4.95, standard error 3.5, and a 95 % interval of
     −1.5 ± 12.706 · 3.5 (one degree of freedom).
     """
-    base = {r.seed: r.end(metric, last) for r in baseline.runs}
+    mine = {r.seed: r.end(metric, last) for r in method.runs}
+    return seed_differences(mine, {r.seed: r.end(metric, last) for r in baseline.runs})
+
+
+def seed_differences(
+    method: Mapping[int, float | None], baseline: Mapping[int, float | None], scale: float = 100.0
+) -> PairedDifference:
+    """(``method`` − ``baseline``) × ``scale`` seed by seed, from two maps of seed → value.
+
+    The default scale turns accuracies (fractions) into points; 1 keeps seconds as seconds. A seed either
+    map lacks, or holds no finite value for, is left out of n.
+
+    Example:
+        >>> diff = seed_differences({1: 0.62, 2: 0.50, 3: 0.7}, {1: 0.60, 2: 0.55})
+        >>> diff.seeds, [round(d, 9) for d in diff.differences]
+        ((1, 2), [2.0, -5.0])
+    """
     pairs = []
-    for run in sorted(method.runs, key=lambda r: r.seed):
-        mine, theirs = run.end(metric, last), base.get(run.seed)
-        if is_finite(mine) and is_finite(theirs):  # a seed without a finite value of either is left out of n
-            pairs.append((run.seed, 100.0 * (mine - theirs)))
+    for seed in sorted(method):
+        mine, theirs = method[seed], baseline.get(seed)
+        if is_finite(mine) and is_finite(theirs):
+            pairs.append((seed, scale * (mine - theirs)))
     mean, std = mean_std([d for _, d in pairs])
     return PairedDifference(
         seeds=tuple(s for s, _ in pairs), differences=tuple(d for _, d in pairs), mean=mean, std=std
@@ -111,13 +127,26 @@ def cross_processor_seeds(method: Group, baseline: Group) -> tuple[int, ...]:
     difference holds the machines' part as well as the methods'. Compares :func:`computed_on`; a run that
     records no processor counts as no difference.
     """
-    theirs = {r.seed: computed_on(r) for r in baseline.runs}
-    mixed = set()
-    for run in method.runs:
-        mine, other = computed_on(run), theirs.get(run.seed)
-        if mine and other and mine != other:
-            mixed.add(run.seed)
-    return tuple(sorted(mixed))
+    return mixed_processor_seeds(
+        {r.seed: computed_on(r) for r in method.runs}, {r.seed: computed_on(r) for r in baseline.runs}
+    )
+
+
+def mixed_processor_seeds(
+    method: Mapping[int, frozenset[str]], baseline: Mapping[int, frozenset[str]]
+) -> tuple[int, ...]:
+    """The seeds both maps hold with different, non-empty processor sets, in order.
+
+    Example:
+        >>> mixed_processor_seeds({1: frozenset({"A"}), 2: frozenset({"A"}), 3: frozenset()},
+        ...                       {1: frozenset({"A"}), 2: frozenset({"B"}), 3: frozenset({"B"})})
+        (2,)
+    """
+    return tuple(
+        seed
+        for seed in sorted(method)
+        if method[seed] and baseline.get(seed) and method[seed] != baseline.get(seed)
+    )
 
 
 def resolve_method(name: str, labels: Sequence[str], algorithms: Mapping[str, str] | None = None) -> str:
@@ -247,30 +276,52 @@ def paired_table(
     lines: list[str] = []
     views = [(0, f"final {metric}")] + ([(last, f"last-{last} mean {metric}")] if last > 0 else [])
     for k, what in views:
-        lines += [
-            f"Paired with `{baseline}`, {what} (points, method − {baseline}, on the seeds both ran):",
-            "",
-            "| method | "
-            + " | ".join(f"seed {s}" for s in seeds)
-            + f" | mean ± std (SE) | {CONFIDENCE * 100:.0f} % interval (t) | ahead / behind |",
-            "|---|" + "---|" * (len(seeds) + 3),
-        ]
-        for name, group in others:
-            diff = paired_difference(group, base, k, metric)
-            cells = dict(zip(diff.seeds, diff.differences, strict=True))
-            row = [name] + [_signed(cells[s]) if s in cells else "" for s in seeds]
-            row += [_summary(diff), _interval(diff), f"{diff.ahead} / {diff.behind}"]
-            lines.append("| " + " | ".join(row) + " |")
-        lines.append("")
+        rows = [(name, paired_difference(group, base, k, metric)) for name, group in others]
+        lines += paired_rows(baseline, what, seeds, rows)
     for name, group in others:
-        mixed = cross_processor_seeds(group, base)
-        if mixed:
-            which = ", ".join(str(s) for s in mixed)
-            lines += [
-                f"Seed{'s' if len(mixed) > 1 else ''} {which} of `{name}` − `{baseline}` pair runs computed "
-                "on different processors (summary.json's `placement`, else config.toml's "
-                "`driver_processor`): a processor can change a result's last bits, which training grows "
-                "into points, so those differences are the machines' as well as the methods'.",
-                "",
-            ]
+        lines += mixed_processor_note(name, baseline, cross_processor_seeds(group, base))
     return lines
+
+
+def paired_rows(
+    baseline: str,
+    what: str,
+    seeds: Sequence[int],
+    rows: Sequence[tuple[str, PairedDifference]],
+    unit: str = "points",
+    signs: tuple[str, str] = ("ahead", "behind"),
+) -> list[str]:
+    """One paired table: a column per seed of ``seeds``, then mean ± std (SE), interval, ahead / behind.
+
+    ``what`` names the compared value ("final accuracy") and ``unit`` its differences' unit; ``signs``
+    name the counts of positive and negative differences (("later", "sooner") for a time). A row's seed
+    cell is empty where that method has no difference (a seed it did not run).
+    """
+    lines = [
+        f"Paired with `{baseline}`, {what} ({unit}, method − {baseline}, on the seeds both ran):",
+        "",
+        "| method | "
+        + " | ".join(f"seed {s}" for s in seeds)
+        + f" | mean ± std (SE) | {CONFIDENCE * 100:.0f} % interval (t) | {signs[0]} / {signs[1]} |",
+        "|---|" + "---|" * (len(seeds) + 3),
+    ]
+    for name, diff in rows:
+        cells = dict(zip(diff.seeds, diff.differences, strict=True))
+        row = [name] + [_signed(cells[s]) if s in cells else "" for s in seeds]
+        row += [_summary(diff), _interval(diff), f"{diff.ahead} / {diff.behind}"]
+        lines.append("| " + " | ".join(row) + " |")
+    return lines + [""]
+
+
+def mixed_processor_note(method: str, baseline: str, mixed: Sequence[int]) -> list[str]:
+    """The paragraph naming the seeds whose ``method`` − ``baseline`` pair crossed processors (none: [])."""
+    if not mixed:
+        return []
+    which = ", ".join(str(s) for s in mixed)
+    return [
+        f"Seed{'s' if len(mixed) > 1 else ''} {which} of `{method}` − `{baseline}` pair runs computed "
+        "on different processors (summary.json's `placement`, else config.toml's "
+        "`driver_processor`): a processor can change a result's last bits, which training grows "
+        "into points, so those differences are the machines' as well as the methods'.",
+        "",
+    ]
