@@ -882,8 +882,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--column",
         action="append",
         metavar="NAME",
-        help="an accuracy column to pool: final_<metric>, best_<metric> or last<K>_<metric> (default: "
-        "final_* and every last<K>_* all files hold); repeatable",
+        help="a column to pool: final_<metric>, best_<metric>, last<K>_<metric> or <x>_to_<target> "
+        "(default: every such column all files hold but best_*); repeatable",
     )
     p.add_argument(
         "--paired",
