@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from raysfl.report.paired import (
+    Pairing,
     mixed_processor_note,
     mixed_processor_seeds,
     paired_rows,
@@ -240,32 +241,37 @@ def summary_lines(pool: Pool, setting: str) -> list[str]:
     return lines + [""]
 
 
-def paired_lines(pool: Pool, setting: str, specs: Sequence[str]) -> list[str]:
-    """One setting's paired tables for the ``--paired`` values ``specs``, a table per pooled column."""
+def paired_lines(pool: Pool, setting: str, pairings: Sequence[Pairing]) -> list[str]:
+    """One setting's paired tables, a table per pooled column for each of ``pairings``.
+
+    A setting without a pairing's baseline, or without any of its methods, gets one line saying so, as a
+    report's setting does.
+    """
     names = pool.methods(setting)
-    algorithms = {m: pool.of(setting, m)[0].algorithm for m in names}
     lines: list[str] = []
-    for pairing in parse_pairings(specs, names, algorithms):
+    for pairing in pairings:
+        if pairing.baseline not in names:
+            lines += [f"No `{pairing.baseline}` runs in this setting: nothing to pair with.", ""]
+            continue
         base = pool.of(setting, pairing.baseline)
-        wanted = [n for n in names if n != pairing.baseline] if pairing.methods is None else pairing.methods
+        everyone = [n for n in names if n != pairing.baseline]
+        wanted = everyone if pairing.methods is None else [n for n in pairing.methods if n in names]
+        if not wanted:
+            listed = ", ".join(f"`{n}`" for n in pairing.methods or ())
+            lines += [f"No {listed} runs in this setting to pair with `{pairing.baseline}`.", ""]
+            continue
         seeds = sorted({r.seed for r in base})
         for column in pool.columns:
             kind = column_kind(column)
             theirs = {r.seed: r.values[column] for r in base}
-            rows = [
-                (
-                    name,
-                    seed_differences(
-                        {r.seed: r.values[column] for r in pool.of(setting, name)}, theirs, kind.scale
-                    ),
-                )
-                for name in wanted
-            ]
+            rows = []
+            for name in wanted:
+                mine = {r.seed: r.values[column] for r in pool.of(setting, name)}
+                rows.append((name, seed_differences(mine, theirs, kind.scale)))
             lines += paired_rows(pairing.baseline, column, seeds, rows, kind.unit, kind.signs)
         for name in wanted:
-            mixed = mixed_processor_seeds(
-                {r.seed: r.processors for r in pool.of(setting, name)}, {r.seed: r.processors for r in base}
-            )
+            mine_on = {r.seed: r.processors for r in pool.of(setting, name)}
+            mixed = mixed_processor_seeds(mine_on, {r.seed: r.processors for r in base})
             lines += mixed_processor_note(name, pairing.baseline, mixed)
     return lines
 
@@ -274,9 +280,12 @@ def pooled_markdown(pool: Pool, paired: Sequence[str] = (), command: str = "") -
     """The pooled reading as markdown: the sources, then per setting the summary and paired tables.
 
     Raises:
-        ValueError: a ``--paired`` value that names no method of a setting, or several
+        ValueError: a ``--paired`` value that names no method of the runs, or several
             (:func:`raysfl.report.paired.resolve_method`).
     """
+    names = list(dict.fromkeys(r.method for r in pool.runs))
+    algorithms = {r.method: r.algorithm for r in pool.runs}
+    pairings = parse_pairings(paired, names, algorithms) if paired else []
     n = len(pool.runs)
     lines = [f"# Pooled: {n} runs from {len(pool.sources)} runs.csv files", ""]
     if command:
@@ -291,5 +300,5 @@ def pooled_markdown(pool: Pool, paired: Sequence[str] = (), command: str = "") -
     ]
     for setting in pool.settings():
         lines += [f"## {setting}", ""] + summary_lines(pool, setting)
-        lines += paired_lines(pool, setting, paired) if paired else []
+        lines += paired_lines(pool, setting, pairings)
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -180,3 +180,19 @@ def test_pooling_a_reports_own_runs_csv_gives_its_paired_table(tmp_path):
 def test_docstring_examples_hold():
     result = doctest.testmod(raysfl.report.pool)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_each_setting_pairs_its_own_runs_and_one_without_the_baseline_says_so(tmp_path):
+    iid = [{**row("a", s, 0.5 + 0.01 * s), "setting": "iid"} for s in (1, 2)]
+    iid += [{**row("b", s, 0.5), "setting": "iid"} for s in (1, 2)]
+    shard = [{**row("a", s, 0.4), "setting": "shard"} for s in (1, 2)]
+    table = write_csv(tmp_path / "runs.csv", iid + shard)
+    text = pooled_markdown(pool_tables([table], ["final_accuracy"]), ["a vs b"])
+    iid_part, shard_part = text.split("## shard")
+    assert "| a | +1.00 | +2.00 | +1.50 ± 0.71 (0.50) | [-4.85, +7.85] | 2 / 0 |" in iid_part
+    assert "| a | 2 | 1, 2 | 40.00 ± 0.00 | CPU A |" in shard_part
+    assert "No `b` runs in this setting: nothing to pair with." in shard_part
+    with pytest.raises(
+        ValueError, match=r"--paired: 'c' is not a method of these runs; choose one of 'a', 'b'"
+    ):
+        pooled_markdown(pool_tables([table]), ["a vs c"])
