@@ -32,7 +32,7 @@ CONFIDENCE = 0.95  # the level of the paired tables' interval column
 
 @dataclass(frozen=True)
 class PairedDifference:
-    """One method against the baseline on their common seeds; differences in accuracy points."""
+    """One method against the baseline on their common seeds; differences in points (a time: its unit)."""
 
     seeds: tuple[int, ...]
     differences: tuple[float, ...]  # per seed, in the order of ``seeds``
