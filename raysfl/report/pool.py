@@ -7,8 +7,9 @@ precision. This module reads several such files as one set of runs, so a six-see
 command, from the committed tables, at the precision the runs had, instead of from the reports' rounded
 cells:
 
-    per method        n, the seeds, and mean ± sample std of each pooled column, in %
-    paired            (method − baseline) × 100 per seed, with mean ± std (SE), a Student's t interval
+    per method        n, the seeds, and mean ± sample std of each pooled column, in % (a time: its unit)
+    paired            (method − baseline) per seed, in points (a time: its unit), with mean ± std (SE), a
+                      Student's t interval
                       and ahead / behind (:mod:`raysfl.report.paired`, the same tables a report prints)
     processors        seeds whose two paired runs name different processors are stated, as a report does
 
@@ -42,7 +43,7 @@ from raysfl.report.runs import finite_values, mean_std
 REQUIRED = ("setting", "method", "algorithm", "seed")
 ACCURACY_COLUMN = re.compile(r"^(final|best|last[1-9][0-9]*)_\w*accuracy$")
 TIME_COLUMN = re.compile(r"^(emulated|iteration|bytes|wall)_to_[0-9][0-9.e+-]*$")
-TIME_UNITS = {"emulated": "s", "iteration": "iterations", "bytes": "bytes", "wall": "s"}
+TIME_UNITS = {"emulated": "s", "iteration": "iterations", "bytes": "MiB", "wall": "s"}  # runs.x_value's
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def poolable(column: str) -> bool:
 
 @dataclass(frozen=True)
 class PooledRun:
-    """One row of a ``runs.csv``: a run's labels, its seed and its pooled accuracy columns (fractions)."""
+    """One row of a ``runs.csv``: its labels, its seed and its pooled columns (accuracies as fractions)."""
 
     source: Path
     setting: str
@@ -108,7 +109,9 @@ class Pool:
         return sorted(runs, key=lambda r: r.seed)
 
 
-def _value(text: str, column: str, where: str) -> float | None:
+def _value(text: str | None, column: str, where: str) -> float | None:
+    if text is None:  # csv.DictReader's filler for a line with fewer cells than the header
+        raise ValueError(f"{where}: the line ends before column {column!r}")
     if text == "":
         return None
     try:
@@ -181,7 +184,7 @@ def pool_tables(paths: Sequence[str | Path], columns: Sequence[str] = ()) -> Poo
             where = f"{path} line {line}"
             try:
                 seed = int(row["seed"])
-            except ValueError:
+            except (TypeError, ValueError):
                 raise ValueError(f"{where}: seed {row['seed']!r} is not an integer") from None
             run = PooledRun(
                 source=path,

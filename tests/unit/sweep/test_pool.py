@@ -151,6 +151,11 @@ def test_bad_input_names_the_file_and_the_allowed_columns(tmp_path, capsys):
     broken = write_csv(tmp_path / "c" / "runs.csv", [{**row("a", 1, 0.5), "final_accuracy": "high"}])
     with pytest.raises(ValueError, match=r"c/runs.csv line 2: column 'final_accuracy' holds 'high'"):
         pool_tables([broken])
+    short = tmp_path / "d" / "runs.csv"
+    short.parent.mkdir()
+    short.write_text(",".join(HEADER) + "\nall runs,a,a,1,runs/a_1\n")
+    with pytest.raises(ValueError, match=r"d/runs.csv line 2: the line ends before column 'final_accuracy'"):
+        pool_tables([short])
     assert main(["pool", str(tmp_path / "missing.csv")]) == 2
     err = capsys.readouterr().err
     assert "pool:" in err and "missing.csv: no such file" in err
