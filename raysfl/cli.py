@@ -714,6 +714,7 @@ def cmd_pool(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as err:
         raise UsageError(f"pool: {err}") from None
     if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         replace_text(Path(args.out), text)
         print(printable(f"pool: {len(pool.runs)} runs from {len(pool.sources)} files; wrote {args.out}"))
     else:

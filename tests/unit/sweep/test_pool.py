@@ -174,7 +174,7 @@ def test_pooling_a_reports_own_runs_csv_gives_its_paired_table(tmp_path):
     out = tmp_path / "rep"
     assert main(["report", str(root), "--out", str(out), "--last", "2", "--paired", "fedavg"]) == 0
     report = (out / "report.md").read_text().splitlines()
-    pooled_out = tmp_path / "pooled.md"
+    pooled_out = tmp_path / "new" / "pooled.md"  # a folder that does not exist yet
     assert main(["pool", str(out / "runs.csv"), "--paired", "fedavg", "--out", str(pooled_out)]) == 0
     pooled = pooled_out.read_text().splitlines()
     gas_rows = [line for line in report if line.startswith("| gas | ")]
