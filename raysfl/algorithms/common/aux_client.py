@@ -140,7 +140,7 @@ class AuxClient:
                 if upload and i == num_batches - 1:
                     if self.recompute:
                         with torch.no_grad():
-                            smashed = self._forward("client", state, x)
+                            smashed = self._forward("client", state, x, keep_buffers=True)
                     out = (smashed.detach().contiguous(), y)
         return out
 
@@ -164,8 +164,19 @@ class AuxClient:
         y = torch.from_numpy(np.asarray(self.train_y[idx], dtype=np.int64))
         return x, y
 
-    def _forward(self, part: str, state: AuxClientState, x: torch.Tensor) -> torch.Tensor:
+    def _forward(
+        self, part: str, state: AuxClientState, x: torch.Tensor, keep_buffers: bool = False
+    ) -> torch.Tensor:
+        """``part`` on ``x`` in training mode with the client's tensors.
+
+        ``keep_buffers``: run on copies of the buffers, so a forward that is not a training step (the
+        recomputed upload) leaves BatchNorm's running statistics as the step left them; the output is the
+        same, as training-mode BatchNorm normalises by the batch's own statistics.
+        """
         assert state.params is not None and state.buffers is not None
         module = self.modules[part]
         module.train()
-        return torch.func.functional_call(module, (state.params[part], state.buffers[part]), (x,))
+        buffers = state.buffers[part]
+        if keep_buffers:
+            buffers = {n: t.clone() for n, t in buffers.items()}
+        return torch.func.functional_call(module, (state.params[part], buffers), (x,))

@@ -103,6 +103,27 @@ def test_the_client_step_is_eq_8_and_uploads_the_last_batch(recompute):
     assert not torch.allclose(before["c.weight"], expected[-1]["c.weight"])  # the two readings differ
 
 
+def test_the_recomputed_upload_leaves_batchnorm_running_statistics_as_the_training_step_left_them():
+    """The recompute is not a training step: a BatchNorm client part ends with the same buffers either way."""
+    trained, uploads = {}, {}
+    for recompute in (False, True):
+        torch.manual_seed(0)
+        client, aux = nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3)), nn.Linear(3, 2)
+        sc = scenario(recompute_after_update=recompute)
+        host = AuxClient(
+            client, aux, X, Y, lambda x, gen: torch.tensor(x, dtype=torch.float32), sc.train,
+            recompute_after_update=recompute,
+        )  # fmt: skip
+        state = host.init_state(0, np.arange(4), np.random.SeedSequence(1))
+        host.load(state, {"client": client.state_dict(), "aux": aux.state_dict()}, LR)
+        uploads[recompute], _ = host.run(state, num_batches=2, upload=True)
+        trained[recompute] = host.weights(state)["client"]
+    assert int(trained[True]["1.num_batches_tracked"]) == 2  # one update per training step, not 3
+    for name, tensor in trained[False].items():
+        assert torch.equal(trained[True][name], tensor), name  # parameters and running statistics alike
+    assert not torch.allclose(uploads[True], uploads[False])  # the upload itself is the updated model's
+
+
 def test_the_server_takes_one_sgd_step_per_upload_on_its_single_model_eq_11():
     client, aux, server = parts()
     sc = scenario()
