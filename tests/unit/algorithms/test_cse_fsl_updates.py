@@ -66,8 +66,12 @@ def _named(prefix: str, module: nn.Module) -> dict[str, torch.Tensor]:
     return {f"{prefix}.{n}": p for n, p in module.named_parameters()}
 
 
-def client_for(recompute: bool) -> tuple[AuxClient, object, nn.Linear, nn.Linear]:
-    client, aux, _ = parts()
+def client_for(
+    recompute: bool, client: nn.Module | None = None, aux: nn.Module | None = None
+) -> tuple[AuxClient, object, nn.Module, nn.Module]:
+    """A loaded AuxClient over ``client`` and ``aux`` (default: :func:`parts`' linear x_c and a_c)."""
+    if client is None or aux is None:
+        client, aux, _ = parts()
     sc = scenario(recompute_after_update=recompute)
     host = AuxClient(
         client, aux, X, Y, lambda x, gen: torch.tensor(x, dtype=torch.float32), sc.train,
@@ -108,14 +112,8 @@ def test_the_recomputed_upload_leaves_batchnorm_running_statistics_as_the_traini
     trained, uploads = {}, {}
     for recompute in (False, True):
         torch.manual_seed(0)
-        client, aux = nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3)), nn.Linear(3, 2)
-        sc = scenario(recompute_after_update=recompute)
-        host = AuxClient(
-            client, aux, X, Y, lambda x, gen: torch.tensor(x, dtype=torch.float32), sc.train,
-            recompute_after_update=recompute,
-        )  # fmt: skip
-        state = host.init_state(0, np.arange(4), np.random.SeedSequence(1))
-        host.load(state, {"client": client.state_dict(), "aux": aux.state_dict()}, LR)
+        client = nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3))
+        host, state, _, _ = client_for(recompute, client, nn.Linear(3, 2))
         uploads[recompute], _ = host.run(state, num_batches=2, upload=True)
         trained[recompute] = host.weights(state)["client"]
     assert int(trained[True]["1.num_batches_tracked"]) == 2  # one update per training step, not 3
