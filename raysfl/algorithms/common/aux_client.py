@@ -7,9 +7,9 @@ CSE-FSL spec §2.3, Algorithm 1. For each minibatch D̃ of client i:
     x_c, a_c ← x_c − η∇_x F_c, a_c − η∇_a F_c one SGD step on both (eq. 8); the gradient reaches x_c
                                               through a_c by ordinary back-propagation
 
-and, for an uploaded batch, ``(smashed.detach(), y)`` is handed back for the server: the activations of that
-batch's forward pass, i.e. before its update [C], or recomputed with the updated client model
-(``recompute_after_update``, spec §2.7-2).
+and, for an uploaded batch, ``(smashed, y)`` is handed back for the server: x_c(z) recomputed with the updated
+client model (``recompute_after_update``, Algorithm 1 lines 8–12 [P], CSE-FSL's default), or the activations
+of that batch's forward pass, before its update (the authors' code [C], FSL_AN; spec §2.7-2).
 
 One :class:`AuxClient` serves every virtual client of a pool; each client's tensors live in its own
 :class:`AuxClientState` and are applied with :func:`torch.func.functional_call`, so calls of different clients

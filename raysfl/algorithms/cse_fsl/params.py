@@ -73,9 +73,9 @@ class CSEFSLParams:
         0, ge=0, doc="C: FedAvg x_c and a_c every C minibatches; 0 = once per round as the experiments [P]"
     )
     recompute_after_update: bool = option(
-        False,
-        doc="upload x_c(z) recomputed after the batch's update [P] (Algorithm 1 line 12 read literally); "
-        "false = the forward pass's [C]",
+        True,
+        doc="upload x_c(z) recomputed after the batch's update [P] (Algorithm 1 lines 7-12: update, then "
+        "obtain and upload; reproduces Table V's h = 25 gap); false = the forward pass's [C]",
     )
     server_order: str = option(
         "arrival_time",

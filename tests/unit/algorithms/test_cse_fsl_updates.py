@@ -145,3 +145,37 @@ def test_the_server_takes_one_sgd_step_per_upload_on_its_single_model_eq_11():
     for name, value in w.items():
         assert torch.allclose(copy.params[name], value, atol=1e-6), name
     assert logic.server_steps == 3 and logic.uploads == 3
+
+
+@pytest.mark.parametrize("recompute", [False, True])
+def test_the_upload_leaves_after_the_forward_pass_or_after_the_step_and_its_recompute(recompute):
+    """Emulated time of an upload: the code's upload [C] goes as soon as the uploaded batch's forward pass is
+    done (its backward overlaps the transfer); Algorithm 1's [P] (lines 8–12) only after the batch's step and
+    one more client forward. Client 0: 1e9 FLOP/s, 1e6 b/s up, 2e6 b/s down; 8 samples, B = 4, h = 2, so
+    the round is one call of batches 0 and 1 ending in batch 1's upload."""
+    from raysfl.algorithms.actions import Schedule
+    from raysfl.algorithms.common.fsl_policy import FSLCosts, FSLPolicy
+    from raysfl.system.config import TimingConfig
+    from raysfl.system.durations import TimeModel
+    from raysfl.system.table import DeviceTable
+
+    sc = scenario(h=2, recompute_after_update=recompute)
+    setup = RunSetup(sc, sc.params, (1, 2, 2), 2, (np.arange(8),), None)
+    devices = DeviceTable(
+        flops_per_s=np.array([1e9]), uplink_bps=np.array([1e6]), downlink_bps=np.array([2e6])
+    )
+    time = TimeModel(devices, TimingConfig(), 0.0)
+    costs = FSLCosts(
+        client_forward_flops=1e6, client_backward_flops=2e6, aux_forward_flops=1e5,
+        aux_backward_flops=2e5, server_forward_flops=0.0, server_backward_flops=0.0,
+        activation_bytes=100, model_bytes=1000,
+    )  # fmt: skip
+    policy = FSLPolicy(setup, cse_fsl_rules(sc.params), time, costs, np.random.default_rng(0))
+    [upload] = [a for a in policy.start() if isinstance(a, Schedule) and a.kind == "smashed"]
+    t_download = 8 * 1000 / 2e6  # 0.004 s
+    batch = 4 * (1e6 + 2e6 + 1e5 + 2e5) / 1e9  # forward + backward of x_c and a_c: 0.0132 s per batch
+    forward = 4 * 1e6 / 1e9  # x_c's forward on one batch: 0.004 s
+    transfer = 8 * 4 * (100 + 8) / 1e6  # smashed data + int64 labels of 4 samples: 0.003456 s
+    ready = t_download + 2 * batch + forward if recompute else t_download + batch + forward
+    assert upload.t == pytest.approx(ready + transfer, rel=1e-12)
+    assert upload.data["j"] == 1
