@@ -74,7 +74,7 @@ class CSEFSLParams:
     )
     recompute_after_update: bool = option(
         True,
-        doc="upload x_c(z) recomputed after the batch's update [P] (Algorithm 1 lines 7-12: update, then "
+        doc="upload x_c(z) recomputed after the batch's update [P] (Algorithm 1 lines 8-12: update, then "
         "obtain and upload; reproduces Table V's h = 25 gap); false = the forward pass's [C]",
     )
     server_order: str = option(

@@ -14,11 +14,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from raysfl.algorithms.actions import Schedule
 from raysfl.algorithms.base import RunSetup
 from raysfl.algorithms.common.aux_client import AuxClient
+from raysfl.algorithms.common.fsl_policy import FSLCosts, FSLPolicy
 from raysfl.algorithms.common.fsl_server import FSLServer
 from raysfl.algorithms.cse_fsl import cse_fsl_rules
 from raysfl.scenario import scenario_from_dict
+from raysfl.system.config import TimingConfig
+from raysfl.system.durations import TimeModel
+from raysfl.system.table import DeviceTable
 
 LR = 0.1
 X = np.array([[0.5, -1.0, 2.0, 0.0], [1.5, 0.5, -0.5, 1.0], [-1.0, 2.0, 0.0, 0.5], [0.0, 0.0, 1.0, -2.0]])
@@ -153,12 +158,6 @@ def test_the_upload_leaves_after_the_forward_pass_or_after_the_step_and_its_reco
     done (its backward overlaps the transfer); Algorithm 1's [P] (lines 8–12) only after the batch's step and
     one more client forward. Client 0: 1e9 FLOP/s, 1e6 b/s up, 2e6 b/s down; 8 samples, B = 4, h = 2, so
     the round is one call of batches 0 and 1 ending in batch 1's upload."""
-    from raysfl.algorithms.actions import Schedule
-    from raysfl.algorithms.common.fsl_policy import FSLCosts, FSLPolicy
-    from raysfl.system.config import TimingConfig
-    from raysfl.system.durations import TimeModel
-    from raysfl.system.table import DeviceTable
-
     sc = scenario(h=2, recompute_after_update=recompute)
     setup = RunSetup(sc, sc.params, (1, 2, 2), 2, (np.arange(8),), None)
     devices = DeviceTable(
