@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from raysfl.algorithms.common.costs import LABEL_BYTES
 from raysfl.algorithms.common.fsl_round import (
     FSLRules,
     num_segments,
@@ -46,7 +47,6 @@ from raysfl.algorithms.common.fsl_round import (
 GIB = 2**30
 """The paper's "GB" (Table V loads only reproduce with 2^30 bytes, CSE-FSL spec §3.3)."""
 VALUE_BYTES = 4
-LABEL_BYTES = 8
 
 
 def tensor_bytes(obj: Any) -> int:
