@@ -307,7 +307,7 @@ PAIRS = (("updated", "forward"), ("unseen", "forward"), ("updated", "unseen"))
 def last_mean(rows: Sequence[dict[str, str]], column: str, last: int) -> float:
     """Mean of ``column`` over the last ``last`` evaluations, in percent for accuracies."""
     values = [float(row[column]) for row in rows[-last:]]
-    return (100.0 if column.startswith("acc") else 1.0) * sum(values) / len(values)
+    return (100.0 if "acc_" in column else 1.0) * sum(values) / len(values)
 
 
 def summarize(paths: Sequence[Path], last: int) -> str:
@@ -318,19 +318,19 @@ def summarize(paths: Sequence[Path], last: int) -> str:
     from raysfl.report.student_t import mean_interval
 
     tables = {path: list(csv.DictReader(path.open())) for path in paths}
-    columns = (
-        [f"acc_{k}" for k in KINDS] + [f"aux_loss_{k}" for k in KINDS] + [f"server_loss_{k}" for k in KINDS]
-    )
+    columns = [f"{m}_{k}" for m in ("acc", "aux_acc", "aux_loss", "server_loss") for k in KINDS]
     lines = [
-        f"Over the last {last} evaluations (accuracy %, auxiliary-head loss on the uploads, server loss):",
+        f"Over the last {last} evaluations: test accuracy % of each server; accuracy % and loss of the",
+        "auxiliary head on each kind of upload; each server's training loss on its uploads.",
         "",
         "| run | " + " | ".join(columns) + " |",
         "|---" * (1 + len(columns)) + "|",
     ]
-    for path, rows in tables.items():
-        lines.append(
-            f"| {path.stem} | " + " | ".join(f"{last_mean(rows, c, last):.3f}" for c in columns) + " |"
-        )
+    values = {path: [last_mean(rows, c, last) for c in columns] for path, rows in tables.items()}
+    for path, row in values.items():
+        lines.append(f"| {path.stem} | " + " | ".join(f"{v:.3f}" for v in row) + " |")
+    means = [sum(col) / len(col) for col in zip(*values.values(), strict=True)]
+    lines.append("| mean | " + " | ".join(f"{v:.3f}" for v in means) + " |")
     lines += [
         "",
         "| paired difference (points) | mean ± std | 95 % t interval | ahead |",

@@ -47,9 +47,9 @@ def test_round_1_of_the_forward_and_updated_servers_is_the_engines_under_the_two
 def test_summarize_pairs_the_last_evaluations_of_each_run(script, tmp_path, capsys):
     """Two runs' CSVs: the paired 'updated − forward' difference over the last 2 evaluations, by hand."""
     head = "round,acc_forward,acc_updated,acc_unseen," + ",".join(
-        f"{m}_{k}" for m in ("aux_loss", "server_loss") for k in script.KINDS
+        f"{m}_{k}" for m in ("aux_acc", "aux_loss", "server_loss") for k in script.KINDS
     )
-    losses = ",".join(["1.0"] * 6)
+    losses = ",".join(["0.5"] * 9)
     runs = {
         "a.csv": ["0,0.1,0.1,0.1," + losses, "1,0.30,0.40,0.35," + losses, "2,0.50,0.60,0.45," + losses],
         "b.csv": ["0,0.1,0.1,0.1," + losses, "1,0.30,0.30,0.30," + losses, "2,0.40,0.44,0.40," + losses],
