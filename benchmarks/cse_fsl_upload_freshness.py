@@ -145,9 +145,11 @@ class Uploads:
 
 def check_scenario(sc: Scenario) -> None:
     """This loop runs CSE-FSL with every client in every round and one aggregation per round."""
-    problems = []
     if sc.algorithm.name != "cse_fsl":
-        problems.append(f"algorithm.name must be 'cse_fsl', got {sc.algorithm.name!r}")
+        raise SystemExit(
+            f"cse_fsl_upload_freshness: algorithm.name must be 'cse_fsl', got {sc.algorithm.name!r}"
+        )
+    problems = []
     if sc.federation.active_clients < sc.federation.num_clients:
         problems.append("federation.active_clients must equal num_clients (every client in every round)")
     if sc.params.agg_every_batches:

@@ -77,3 +77,5 @@ def test_other_methods_and_partial_participation_are_refused_by_name(script):
     sc = script.load_scenario(SCENARIO, [*TINY, "federation.active_clients=2"])
     with pytest.raises(SystemExit, match="federation.active_clients"):
         script.check_scenario(sc)
+    with pytest.raises(SystemExit, match="algorithm.name must be 'cse_fsl', got 'gas'"):
+        script.check_scenario(script.load_scenario(str(ROOT / "scenarios/default.toml")))
