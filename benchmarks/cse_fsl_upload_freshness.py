@@ -400,4 +400,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from raysfl.config import ConfigError
+    from raysfl.data.errors import DataError
+
+    try:
+        sys.exit(main())
+    except (ConfigError, DataError) as err:  # bad input: the message, not a traceback
+        print(f"cse_fsl_upload_freshness: {err}", file=sys.stderr)
+        sys.exit(2)
