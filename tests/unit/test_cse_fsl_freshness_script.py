@@ -1,4 +1,4 @@
-"""benchmarks/cse_fsl_upload_freshness.py: its loop is the engine's CSE-FSL under both uploads."""
+"""benchmarks/cse_fsl_upload_freshness.py: round 1 against the engine's, the fit it measures, its summary."""
 
 from __future__ import annotations
 
