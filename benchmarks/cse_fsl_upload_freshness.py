@@ -317,7 +317,7 @@ def summarize(paths: Sequence[Path], last: int) -> str:
 
     The paired differences carry their 95 % Student-t intervals (n − 1 degrees of freedom).
     """
-    from raysfl.report.student_t import mean_interval
+    from raysfl.report.paired import seed_differences
 
     tables = {path: list(csv.DictReader(path.open())) for path in paths}
     columns = [f"{m}_{k}" for m in ("acc", "aux_acc", "aux_loss", "server_loss") for k in KINDS]
@@ -339,15 +339,18 @@ def summarize(paths: Sequence[Path], last: int) -> str:
         "|---|---|---|---|",
     ]
     for a, b in PAIRS:
-        diffs = [
-            last_mean(rows, f"acc_{a}", last) - last_mean(rows, f"acc_{b}", last) for rows in tables.values()
-        ]
-        n = len(diffs)
-        mean = sum(diffs) / n
-        std = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1)) if n > 1 else math.nan
-        low, high = mean_interval(mean, std / math.sqrt(n), n) if n > 1 else (math.nan, math.nan)
-        ahead = sum(d > 0 for d in diffs)
-        lines.append(f"| {a} − {b} | {mean:+.2f} ± {std:.2f} | [{low:+.2f}, {high:+.2f}] | {ahead} of {n} |")
+        runs = list(tables.values())
+        diff = seed_differences(
+            {i: last_mean(rows, f"acc_{a}", last) for i, rows in enumerate(runs)},
+            {i: last_mean(rows, f"acc_{b}", last) for i, rows in enumerate(runs)},
+            scale=1.0,  # already in points
+        )
+        assert diff.mean is not None
+        std, bounds = diff.std or math.nan, diff.interval() or (math.nan, math.nan)
+        lines.append(
+            f"| {a} − {b} | {diff.mean:+.2f} ± {std:.2f} | [{bounds[0]:+.2f}, {bounds[1]:+.2f}] "
+            f"| {diff.ahead} of {len(diff.differences)} |"
+        )
     return "\n".join(lines)
 
 
