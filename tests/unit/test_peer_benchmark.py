@@ -193,3 +193,18 @@ def test_run_all_runs_the_chosen_systems_into_one_table(tmp_path):
     assert json.loads((tmp_path / "raysfl.json").read_text())["startup_s"] > 0
     bad = subprocess.run([*cmd[:-1], "dask"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "unknown systems ['dask']" in bad.stderr
+
+
+def test_flower_venv_set_up_installs_raysfls_requirements_less_ray():
+    """README.md installs raysfl with --no-deps beside flwr (whose Ray pin is below raysfl's floor), so the
+    requirements it quotes must be pyproject.toml's, less Ray: a new dependency of raysfl goes there too."""
+    import re
+    import tomllib
+
+    readme = (PEERS / "README.md").read_text()
+    block = readme[readme.index("python3 -m venv /tmp/flower-venv") :]
+    block = block[: block.index("```")]
+    quoted = set(re.findall(r'"([^"]+)"', block)) - {"flwr[simulation]"}
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert quoted == {d for d in declared if not d.startswith("ray")}
+    assert "pip install --no-deps -e ." in block
