@@ -22,6 +22,7 @@ from raysfl import profiling
 from raysfl.algorithms.base import AlgorithmSpec, RunSetup
 from raysfl.api import ClientLogic, ServerLogic, check_logic
 from raysfl.config import ConfigError, option_meta
+from raysfl.engine import float_mode
 from raysfl.engine.config import EngineConfig
 from raysfl.engine.policy_errors import PolicyError
 from raysfl.engine.rng import seed_sequence, torch_seed
@@ -67,6 +68,20 @@ def _use_threads(threads: int) -> None:
     """
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
+
+
+@contextmanager
+def _computing(threads: int, flush_denormal: bool) -> Iterator[None]:
+    """A host call's torch work: ``threads`` threads; subnormals flushed if ``engine.flush_denormal``."""
+    _use_threads(threads)
+    with float_mode.flushed(flush_denormal):
+        yield
+
+
+def _start_workers(threads: int, flush_denormal: bool) -> None:
+    """Start torch's worker threads with IEEE arithmetic before any flushed call (:mod:`float_mode`)."""
+    if flush_denormal and threads > 1:
+        float_mode.start_workers(threads)
 
 
 _DEVICE_FIELD = next(f for f in dataclasses.fields(EngineConfig) if f.name == "server_device")
@@ -169,6 +184,8 @@ class ClientHost:
         self, setup: RunSetup, train_x: np.ndarray, train_y: np.ndarray, transform: Any, threads: int = 1
     ) -> None:
         self.threads = threads
+        self.flush_denormal = setup.scenario.engine.flush_denormal
+        _start_workers(threads, self.flush_denormal)
         _use_threads(threads)
         setup = owned_setup(setup)
         self.setup = setup
@@ -193,8 +210,11 @@ class ClientHost:
 
     def call(self, method: str, client: int, *args: Any, pace_wall_s: float = 0.0) -> Any:
         """Run ``logic.method(state_of(client), *args)``; with ``pace_wall_s`` take at least that long."""
-        _use_threads(self.threads)
-        with profiling.section("client." + method), paced(pace_wall_s):
+        with (
+            _computing(self.threads, self.flush_denormal),
+            profiling.section("client." + method),
+            paced(pace_wall_s),
+        ):
             return _method(self.logic, method, "client")(self.state(client), *args)
 
     def clients_roam(self) -> bool:
@@ -214,8 +234,11 @@ class ClientHost:
         this host.
         """
         st = self._fresh_state(client) if tree is None else rebuild(tree, self._externals)
-        _use_threads(self.threads)
-        with profiling.section("client." + method), paced(pace_wall_s):
+        with (
+            _computing(self.threads, self.flush_denormal),
+            profiling.section("client." + method),
+            paced(pace_wall_s),
+        ):
             value = _method(self.logic, method, "client")(st, *args)
         with profiling.section("client.carry_state"):
             return value, capture(st, self._externals, root=f"client_state[{client}]")
@@ -252,6 +275,8 @@ class ServerHost:
     ) -> None:
         self.threads = threads
         self.device = str(device)
+        self.flush_denormal = setup.scenario.engine.flush_denormal
+        _start_workers(threads, self.flush_denormal)
         _use_threads(threads)
         if torch.device(device).type == "cuda":
             deterministic_cuda()  # before the first CUDA op of this host
@@ -280,8 +305,11 @@ class ServerHost:
 
     def call(self, method: str, *args: Any, pace_wall_s: float = 0.0) -> Any:
         """Run ``logic.method(*args)``; with ``pace_wall_s`` take at least that long (realtime mode)."""
-        _use_threads(self.threads)
-        with profiling.section("server." + method), paced(pace_wall_s):
+        with (
+            _computing(self.threads, self.flush_denormal),
+            profiling.section("server." + method),
+            paced(pace_wall_s),
+        ):
             return _method(self.logic, method, "server")(*args)
 
     def snapshot(self) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from raysfl.api import Policy, check_logic
 from raysfl.config import ConfigError, dumps_toml
 from raysfl.data import load_dataset, partition_dataset
 from raysfl.data.transforms import make_transform
+from raysfl.engine import float_mode
 from raysfl.engine.checkpoint import (
     Checkpointer,
     CheckpointError,
@@ -94,6 +95,7 @@ def load_partitioned(sc: Scenario, data_dir: str | None = None) -> tuple[Any, An
 
 def prepare(sc: Scenario, data_dir: str | None = None) -> Prepared:
     """Load and partition the data, draw the devices and measure the model, all from the scenario seed."""
+    float_mode.check_supported(sc.engine.flush_denormal)
     dataset, transform, part = load_partitioned(sc, data_dir)
     shape = (int(dataset.train_x.shape[1]), transform.crop_size, transform.crop_size)
     setup = RunSetup(sc, sc.params, shape, dataset.num_classes, tuple(part.indices), part.histograms)

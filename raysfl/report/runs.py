@@ -6,9 +6,9 @@ differ only in ``seed`` and in what never changes a number form one :class:`Grou
 names, the outputs, the paper values, where the data are read from, and the engine options the engine
 guarantees the same numbers under), the options declared diagnostic (:func:`comparable`) and those the run
 left unread (:func:`mark_unused`). The engine options that do change numbers (``precision``,
-``memory_format``, thread counts, ``server_device``, ``clock``) split groups. A group's *method* is its
-``[algorithm]`` table; its *setting* is everything else, so a report draws one figure per setting with one
-line per method.
+``memory_format``, ``flush_denormal``, thread counts, ``server_device``, ``clock``) split groups. A
+group's *method* is its ``[algorithm]`` table; its *setting* is everything else, so a report draws one
+figure per setting with one line per method.
 """
 
 from __future__ import annotations
