@@ -149,13 +149,15 @@ class Evaluator:
         self.test_y = torch.from_numpy(np.array(ds.test_y, dtype=np.int64, copy=True))
 
     def __call__(self, weights: dict[str, Any]) -> tuple[float, float]:
-        """(accuracy, loss) of ``weights``."""
+        """(accuracy, loss) of ``weights`` (flushed with ``engine.flush_denormal``, as raysfl's server)."""
         from raysfl.algorithms.common.evaluate import evaluate_split
+        from raysfl.engine.float_mode import flushed
 
         self.full.load_state_dict(weights)
         parts = self.work.model
         batch = self.work.scenario.train.eval_batch_size
-        return evaluate_split(parts.client, parts.server, self.test_x, self.test_y, batch)
+        with flushed(self.work.scenario.engine.flush_denormal):
+            return evaluate_split(parts.client, parts.server, self.test_x, self.test_y, batch)
 
 
 @dataclass
@@ -203,8 +205,14 @@ class Trainer:
         return st
 
     def train(self, k: int, weights: dict[str, Any], jobs: int) -> dict[str, Any]:
-        """Client k's job number ``jobs`` from ``weights``: E SGD steps; returns the trained state dict."""
-        return self.logic.train(self.state(k, jobs), weights)
+        """Client k's job number ``jobs`` from ``weights``: E SGD steps; returns the trained state dict.
+
+        With ``engine.flush_denormal`` the job runs flushed, as raysfl's pools run it.
+        """
+        from raysfl.engine.float_mode import flushed
+
+        with flushed(self.work.scenario.engine.flush_denormal):
+            return self.logic.train(self.state(k, jobs), weights)
 
 
 _CACHE: dict[Any, Any] = {}

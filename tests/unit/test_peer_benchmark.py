@@ -43,7 +43,8 @@ def peers():
     """The benchmark's modules, imported as its scripts import each other (their folder on sys.path)."""
     with on_sys_path(PEERS):
         yield {
-            name: importlib.import_module(name) for name in ("fedavg_work", "plain_fedavg", "flower_fedavg")
+            name: importlib.import_module(name)
+            for name in ("fedavg_work", "plain_fedavg", "flower_fedavg", "compute_bound")
         }
 
 
@@ -208,3 +209,27 @@ def test_flower_venv_set_up_installs_raysfls_requirements_less_ray():
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     assert quoted == {d for d in declared if not d.startswith("ray")}
     assert "pip install --no-deps -e ." in block
+
+
+def test_compute_bound_times_every_pass_of_the_plain_loops_work(peers):
+    """One thread, every job and evaluation of the run timed; the bound is their CPU time over the cores,
+    and the work is the plain loop's (the same final accuracy with the same thread count)."""
+    bound, plain = peers["compute_bound"], peers["plain_fedavg"]
+    threads = torch.get_num_threads()
+    try:
+        m = bound.measure(TINY)
+        row = plain.run(TINY, threads=1)
+    finally:
+        torch.set_num_threads(threads)
+    assert [(r, k) for r, k, _ in m["jobs"]] == [
+        (r, k)
+        for r, clients in enumerate(peers["fedavg_work"].round_clients(bound.fw.load(None, TINY)), 1)
+        for k in clients
+    ]
+    assert len(m["jobs"]) == 3 * 3 and len(m["evals"]) == 4 and m["flush"] is False
+    assert m["accuracy"] == row["accuracy"]
+    m = {**m, "jobs": [(1, 0, 1.0), (1, 1, 1.0), (2, 2, 5.0)], "evals": [0.5, 0.5]}
+    text = bound.table(m, cores=2, target=3.0)
+    assert "| **compute bound on 2 cores (s)** | **4.0** |" in text  # (1 + 1 + 5 + 0.5 + 0.5) / 2
+    assert "| target 3.0 s | below the bound: no system can reach it (-1.0 s) |" in text
+    assert text.endswith("Jobs over twice the median: round 2 client 2: 5.00 s")
